@@ -1,0 +1,50 @@
+"""Root pytest configuration: backend in the header, seeds, markers.
+
+The suite runs on one Keras backend per process (`KERAS_BACKEND` is read at
+import); `scripts/test_all_backends.sh` runs it once per backend.
+"""
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+
+import keras  # noqa: E402
+import pytest  # noqa: E402
+
+BACKENDS = ("tensorflow", "jax", "torch")
+
+
+def pytest_report_header(config):
+    return (
+        f"keras backend: {keras.backend.backend()} "
+        f"(keras {keras.__version__})"
+    )
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: a test that takes > 10 s")
+    config.addinivalue_line(
+        "markers",
+        "requires_backend(*names): run only on the named Keras backends",
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    backend = keras.backend.backend()
+    for item in items:
+        marker = item.get_closest_marker("requires_backend")
+        if marker is not None and backend not in marker.args:
+            item.add_marker(
+                pytest.mark.skip(
+                    reason=f"requires backend {marker.args}, not {backend}"
+                )
+            )
+
+
+@pytest.fixture(autouse=True)
+def _seed_and_reset():
+    keras.utils.set_random_seed(1337)
+    yield
+    keras.config.set_dtype_policy("float32")
+    keras.backend.clear_session()

@@ -1,0 +1,115 @@
+import keras
+
+from keras_affine_div.layers import _base
+
+
+@keras.saving.register_keras_serializable(package="keras_affine_div")
+class AffineLikeDense(_base.BaseDivergenceDense):
+    """A `Dense` layer whose activation step matches the SGD step exactly.
+
+    ```
+    y = activation((x @ kernel + bias) / sqrt(|x|^2 + 1))
+    ```
+
+    with `|x|` the L2 norm of each input vector over the last axis. One plain
+    SGD step of size `eta` on a `Dense` layer moves that sample's output by
+    `-eta (|x|^2 + 1) dL/dz`: every sample gets its own effective learning
+    rate. Dividing the whole affine map by `sqrt(|x|^2 + 1)` cancels the
+    factor: the step becomes exactly `-eta dL/dz`. Unlike a normaliser the
+    layer is not scale-invariant and keeps every degree of freedom (it is the
+    L2 normalisation of the augmented vector `[x, 1]` followed by an affine
+    map), and it has no singularity at `x = 0`.
+
+    It is computed as `(x / n) @ kernel + bias / n` with `n = sqrt(|x|^2 + 1)`
+    taken in float32, so that a large input cannot overflow under
+    `mixed_float16`. Gradients flow through `n`.
+
+    Args:
+        units: Positive integer, dimensionality of the output space.
+        activation: Activation function to use. Defaults to `None` (no
+            activation).
+        use_bias: Boolean, whether the layer uses a bias vector. Defaults to
+            `True`.
+        kernel_initializer: Initializer for the `kernel` weights matrix.
+            Defaults to `None`, which means `RandomNormal(stddev=1.0)`: the
+            input reaches the kernel with a norm of about 1, so a
+            unit-variance kernel keeps unit-variance outputs through a deep
+            stack, where Glorot would shrink them by `sqrt(fan_in)` per layer.
+        bias_initializer: Initializer for the bias vector. Defaults to
+            `"zeros"`.
+        kernel_regularizer: Regularizer function applied to the `kernel`
+            weights matrix. Defaults to `None`.
+        bias_regularizer: Regularizer function applied to the bias vector.
+            Defaults to `None`.
+        activity_regularizer: Regularizer function applied to the output of
+            the layer (its "activation"). Defaults to `None`.
+        kernel_constraint: Constraint function applied to the `kernel`
+            weights matrix. Defaults to `None`.
+        bias_constraint: Constraint function applied to the bias vector.
+            Defaults to `None`.
+        **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: A tensor of rank >= 2.
+
+    Input shape:
+        N-D tensor with shape `(batch_size, ..., input_dim)`.
+
+    Output shape:
+        N-D tensor with shape `(batch_size, ..., units)`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> import keras
+    >>> from keras_affine_div.layers import AffineLikeDense
+    >>> layer = AffineLikeDense(4, activation="tanh")
+    >>> y = layer(np.ones((2, 3), dtype="float32"))
+    >>> tuple(y.shape)
+    (2, 4)
+    >>> layer.kernel.shape, layer.bias.shape
+    ((3, 4), (4,))
+
+    Reference:
+        G. Bird, "The Affine Divergence: Aligning Activation Updates Beyond
+        Normalisation", arXiv:2512.22247.
+    """
+
+    def __init__(
+        self,
+        units,
+        activation=None,
+        use_bias=True,
+        kernel_initializer=None,
+        bias_initializer="zeros",
+        kernel_regularizer=None,
+        bias_regularizer=None,
+        activity_regularizer=None,
+        kernel_constraint=None,
+        bias_constraint=None,
+        **kwargs,
+    ):
+        super().__init__(
+            units=units,
+            activation=activation,
+            use_bias=use_bias,
+            kernel_initializer=kernel_initializer,
+            bias_initializer=bias_initializer,
+            kernel_regularizer=kernel_regularizer,
+            bias_regularizer=bias_regularizer,
+            activity_regularizer=activity_regularizer,
+            kernel_constraint=kernel_constraint,
+            bias_constraint=bias_constraint,
+            **kwargs,
+        )
+
+    def call(self, inputs):
+        x, scale = self._normalized_inputs(inputs, 1.0)
+        outputs = keras.ops.matmul(x, self.kernel)
+        if self.use_bias:
+            outputs = outputs + keras.ops.cast(scale, self.compute_dtype) * (
+                self.bias
+            )
+        if self.activation is not None:
+            outputs = self.activation(outputs)
+        return outputs

@@ -1,0 +1,121 @@
+import keras
+
+from keras_affine_div.layers import _base
+from keras_affine_div.layers import _validation
+
+
+@keras.saving.register_keras_serializable(package="keras_affine_div")
+class NormLikeDense(_base.BaseDivergenceDense):
+    """A `Dense` layer fed with L2-normalised inputs: the norm-like correction.
+
+    ```
+    y = activation(x / sqrt(|x|^2 + epsilon) @ kernel + bias)
+    ```
+
+    with `|x|` the L2 norm of each input vector over the last axis. A plain
+    SGD step of size `eta` on this layer moves that sample's output by
+    `-eta (1 + |x|^2 / (|x|^2 + epsilon)) dL/dz`, about `-2 eta dL/dz` for
+    every sample, instead of `-eta (|x|^2 + 1) dL/dz` for `Dense`. This is
+    parameter-free L2 normalisation (RMS normalisation up to a `sqrt(n)`
+    scale) followed by an affine map: it projects inputs onto the unit
+    sphere, so their radial information is lost. `epsilon` keeps the value
+    and the gradient finite at `x = 0`.
+
+    The norm is computed in float32 whatever the dtype policy. Gradients flow
+    through it.
+
+    Args:
+        units: Positive integer, dimensionality of the output space.
+        epsilon: Positive float added to `|x|^2` before the square root.
+            It is small next to `|x|^2` of any non-degenerate input (a sum,
+            not a mean, over the features). Defaults to `1e-3`.
+        activation: Activation function to use. Defaults to `None` (no
+            activation).
+        use_bias: Boolean, whether the layer uses a bias vector. Defaults to
+            `True`.
+        kernel_initializer: Initializer for the `kernel` weights matrix.
+            Defaults to `None`, which means `RandomNormal(stddev=1.0)`: the
+            normalised input has norm 1, so a unit-variance kernel gives
+            unit-variance outputs at every width and depth.
+        bias_initializer: Initializer for the bias vector. Defaults to
+            `"zeros"`.
+        kernel_regularizer: Regularizer function applied to the `kernel`
+            weights matrix. Defaults to `None`.
+        bias_regularizer: Regularizer function applied to the bias vector.
+            Defaults to `None`.
+        activity_regularizer: Regularizer function applied to the output of
+            the layer (its "activation"). Defaults to `None`.
+        kernel_constraint: Constraint function applied to the `kernel`
+            weights matrix. Defaults to `None`.
+        bias_constraint: Constraint function applied to the bias vector.
+            Defaults to `None`.
+        **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: A tensor of rank >= 2.
+
+    Input shape:
+        N-D tensor with shape `(batch_size, ..., input_dim)`.
+
+    Output shape:
+        N-D tensor with shape `(batch_size, ..., units)`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_affine_div.layers import NormLikeDense
+    >>> layer = NormLikeDense(4, epsilon=1e-3)
+    >>> x = np.ones((2, 3), dtype="float32")
+    >>> y1, y2 = layer(x), layer(10.0 * x)  # scale-invariant, up to epsilon
+    >>> bool(np.allclose(y1, y2, atol=1e-3))
+    True
+
+    Reference:
+        G. Bird, "The Affine Divergence: Aligning Activation Updates Beyond
+        Normalisation", arXiv:2512.22247.
+    """
+
+    def __init__(
+        self,
+        units,
+        epsilon=1e-3,
+        activation=None,
+        use_bias=True,
+        kernel_initializer=None,
+        bias_initializer="zeros",
+        kernel_regularizer=None,
+        bias_regularizer=None,
+        activity_regularizer=None,
+        kernel_constraint=None,
+        bias_constraint=None,
+        **kwargs,
+    ):
+        epsilon = _validation.positive_float(epsilon, "epsilon")
+        super().__init__(
+            units=units,
+            activation=activation,
+            use_bias=use_bias,
+            kernel_initializer=kernel_initializer,
+            bias_initializer=bias_initializer,
+            kernel_regularizer=kernel_regularizer,
+            bias_regularizer=bias_regularizer,
+            activity_regularizer=activity_regularizer,
+            kernel_constraint=kernel_constraint,
+            bias_constraint=bias_constraint,
+            **kwargs,
+        )
+        self.epsilon = epsilon
+
+    def call(self, inputs):
+        x, _ = self._normalized_inputs(inputs, self.epsilon)
+        outputs = keras.ops.matmul(x, self.kernel)
+        if self.use_bias:
+            outputs = outputs + self.bias
+        if self.activation is not None:
+            outputs = self.activation(outputs)
+        return outputs
+
+    def get_config(self):
+        config = super().get_config()
+        config["epsilon"] = self.epsilon
+        return config
