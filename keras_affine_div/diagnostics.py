@@ -1,0 +1,572 @@
+"""Measure the affine divergence of any layer in any model.
+
+One plain SGD step of size `eta` on the weights of a layer `z = f(W, x)`
+moves the layer's output on sample `i` by `dz_i`, while the step the loss
+asks of that activation is `-eta g_i`, with `g_i = dL/dz_i`. For an affine
+layer `z = W x + b` and a batch of one, `dz = -eta (|x|^2 + 1) g`: the
+sample's effective learning rate is `eta (|x|^2 + 1)`. With a batch of `B`
+samples the shared step adds cross terms,
+
+```
+dz_i = -eta sum_j K_ij g_j,    K_ij = x_i . x_j + 1
+```
+
+(`K_ij = (x_i . x_j + 1) / (n_i n_j)` with `n_i = sqrt(|x_i|^2 + 1)` for
+`AffineLikeDense`, whose diagonal is exactly 1). This module measures
+`dz_i` against the ideal `-eta g_i` in a real model on a real batch:
+
+- `activation_update_alignment` does it for one layer and returns, per
+  sample, the effective learning-rate multiplier `scale` and the `cosine`
+  between the two steps.
+- `alignment_report` does it for every Dense-like and Conv-like layer of a
+  model, one summary row per layer.
+
+`z` is the layer's pre-activation output (the affine output the theory
+speaks of): for a layer built with an `activation`, the activation is
+treated as the next layer of the model, so `g` is the gradient with respect
+to its input. The weights of the model are never assigned: the functions
+read them, evaluate the layer with trial weights in a `keras.StatelessScope`
+and leave every variable bitwise as it was, on success and on error.
+"""
+
+import dataclasses
+import math
+import numbers
+import warnings
+
+import keras
+import numpy as np
+from keras import ops
+
+from keras_affine_div import _backend
+from keras_affine_div.layers import AffineLikeConv2D
+from keras_affine_div.layers import AffineLikeDense
+from keras_affine_div.layers import NormLikeDense
+from keras_affine_div.layers import PatchNormConv2D
+
+DENSE_LIKE = (keras.layers.Dense, AffineLikeDense, NormLikeDense)
+CONV_LIKE = (keras.layers.Conv2D, AffineLikeConv2D, PatchNormConv2D)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ActivationUpdateAlignment:
+    """How one SGD step moved a layer's activations, sample by sample.
+
+    ```
+    scale_i  = <dz_i, -eta g_i> / |eta g_i|^2
+    cosine_i = <dz_i, -eta g_i> / (|dz_i| |eta g_i|)
+    ```
+
+    with `dz_i` the change of sample `i`'s pre-activation output (flattened
+    over positions and channels) and `-eta g_i` its ideal step. `scale` is
+    the effective learning-rate multiplier: 1 for every sample means the
+    step is exactly aligned; a spread across samples is the affine
+    divergence. Entries are `nan` where they are undefined (a sample whose
+    ideal step, or actual step for `cosine`, is zero); the summaries skip
+    them.
+
+    Attributes:
+        layer_name: str, the name of the layer.
+        layer_class: str, the class name of the layer.
+        learning_rate: float, the SGD step size `eta`.
+        scale: read-only float64 NumPy array of shape `(batch_size,)`.
+        cosine: read-only float64 NumPy array of shape `(batch_size,)`.
+        input_sq_norm: read-only float64 NumPy array of shape
+            `(batch_size,)`: `|x_i|^2` of the layer's input for a Dense-like
+            layer (averaged over positions for inputs of rank > 2), the mean
+            over output positions of the squared patch norm `|P_p|^2` (window
+            x all input channels) for a Conv-like layer.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_affine_div.diagnostics import ActivationUpdateAlignment
+    >>> result = ActivationUpdateAlignment(
+    ...     "dense", "Dense", 1e-3, scale=np.array([1.0, 3.0]),
+    ...     cosine=np.array([1.0, 0.5]), input_sq_norm=np.array([0.0, 2.0]))
+    >>> result.mean_scale, result.std_scale, result.cv_scale
+    (2.0, 1.0, 0.5)
+    >>> result.mean_cosine
+    0.75
+    """
+
+    layer_name: str
+    layer_class: str
+    learning_rate: float
+    scale: np.ndarray
+    cosine: np.ndarray
+    input_sq_norm: np.ndarray
+
+    def __post_init__(self):
+        for name in ("scale", "cosine", "input_sq_norm"):
+            value = np.array(getattr(self, name), dtype="float64")
+            value.setflags(write=False)
+            object.__setattr__(self, name, value)
+
+    @property
+    def mean_scale(self):
+        """float: the mean of `scale` over the samples where it is defined."""
+        return _nan_summary(np.nanmean, self.scale)
+
+    @property
+    def std_scale(self):
+        """float: the (population) standard deviation of `scale`."""
+        return _nan_summary(np.nanstd, self.scale)
+
+    @property
+    def cv_scale(self):
+        """float: the coefficient of variation `std_scale / |mean_scale|`."""
+        mean = self.mean_scale
+        if mean == 0:
+            return math.nan
+        return self.std_scale / abs(mean)
+
+    @property
+    def mean_cosine(self):
+        """float: the mean of `cosine` over the samples where it is defined."""
+        return _nan_summary(np.nanmean, self.cosine)
+
+    def summary(self):
+        """The summary numbers as one row of `alignment_report`.
+
+        Returns:
+            dict: `layer`, `class` (str), `mean_scale`, `std_scale`,
+            `cv_scale` and `mean_cosine` (float).
+        """
+        return {
+            "layer": self.layer_name,
+            "class": self.layer_class,
+            "mean_scale": self.mean_scale,
+            "std_scale": self.std_scale,
+            "cv_scale": self.cv_scale,
+            "mean_cosine": self.mean_cosine,
+        }
+
+
+def activation_update_alignment(
+    model, layer, x, y, loss, learning_rate=1e-3
+):
+    """Measures how one SGD step on `layer` moves its activations.
+
+    On the batch `(x, y)`: computes the layer's pre-activation output `z`
+    and the gradient `g = dL/dz` of the model's mean loss `L`, takes one
+    plain SGD step of size `learning_rate` on that layer's own trainable
+    weights only (the single-layer view of the theory), recomputes `z'`,
+    and compares `dz = z' - z` with the ideal step `-learning_rate * g`,
+    sample by sample. In formulas, with `x_l` the layer's input:
+
+    ```
+    dL/dW = grad_W <g, layer(W, x_l)>
+    z'    = layer(W - learning_rate * dL/dW, x_l)
+    ```
+
+    `L` is `mean(loss(y, model(x, training=False)))`: inference mode (so
+    that dropout and batch statistics do not move), no sample weights, no
+    regularisation losses. A `Loss` object reduces with its own reduction
+    first (the batch mean by default); the scale of `L` cancels in `scale`
+    and `cosine`.
+
+    For a layer that is affine in its weights (`Dense`, `Conv2D` and the
+    layers of this package), `dz` is exactly linear in `learning_rate`, so
+    `scale` and `cosine` do not depend on it; a larger step only reduces the
+    float32 rounding in `z' - z`.
+
+    Args:
+        model: a built `keras.Model` that calls `layer` once per forward
+            pass.
+        layer: a layer of `model` (nested models included) with trainable
+            weights, or its name.
+        x: the inputs of a batch, as `model` takes them.
+        y: the targets of the same batch, as `loss` takes them.
+        loss: a Keras loss name (e.g. `"mse"`), a `keras.losses.Loss` or a
+            function `loss(y_true, y_pred)`.
+        learning_rate: positive float, the SGD step size. Defaults to
+            `1e-3`.
+
+    Returns:
+        ActivationUpdateAlignment: the per-sample `scale`, `cosine` and
+        `input_sq_norm`, and their summaries.
+
+    Raises:
+        TypeError: if `model` is not a `keras.Model`, `layer` is neither a
+            layer nor a string, `loss` is not a loss, or `learning_rate` is
+            not a number.
+        ValueError: if `layer` is not in `model`, has no trainable weights,
+            or is not called exactly once by `model(x)`; if `x` and `y` do
+            not hold the same number of samples (at least one); if `loss` is
+            an unknown name; if `learning_rate` is not finite and > 0.
+
+    Example:
+
+    >>> import numpy as np
+    >>> import keras
+    >>> from keras_affine_div.diagnostics import activation_update_alignment
+    >>> model = keras.Sequential([
+    ...     keras.Input((4,)),
+    ...     keras.layers.Dense(8, name="hidden"),
+    ...     keras.layers.Activation("tanh"),
+    ...     keras.layers.Dense(2, name="head"),
+    ... ])
+    >>> x = np.ones((1, 4), "float32")  # |x|^2 = 4
+    >>> y = np.zeros((1, 2), "float32")
+    >>> result = activation_update_alignment(model, "hidden", x, y, "mse")
+    >>> round(float(result.scale[0]), 2), round(float(result.cosine[0]), 2)
+    (5.0, 1.0)
+    >>> float(result.input_sq_norm[0])
+    4.0
+    """
+    if not isinstance(model, keras.Model):
+        raise TypeError(
+            "Received an invalid type for argument `model`. Expected a "
+            f"`keras.Model`. Received: model={model!r}"
+        )
+    layer = _find_layer(model, layer)
+    if not layer.trainable_weights:
+        raise ValueError(
+            "Expected a layer with trainable weights (built, with "
+            "`trainable=True`). Received: "
+            f"layer={layer.name!r} of class {type(layer).__name__}"
+        )
+    loss_fn = _get_loss(loss)
+    learning_rate = _positive_float(learning_rate, "learning_rate")
+    _check_batch(x, y)
+    y = keras.tree.map_structure(ops.convert_to_tensor, y)
+
+    variables = list(layer.trainable_variables)
+    weights = [np.array(ops.convert_to_numpy(v)) for v in variables]
+
+    with _LayerProbe(layer) as probe:
+        # The layer's input x_l and call arguments, from one forward pass.
+        probe.in_model = True
+        with keras.StatelessScope():
+            model(x, training=False)
+        probe.in_model = False
+        if len(probe.calls) != 1:
+            raise ValueError(
+                "Expected a layer that the model calls exactly once per "
+                f"forward pass. Received: layer={layer.name!r}, "
+                f"calls={len(probe.calls)}"
+            )
+        args, kwargs = probe.calls[0]
+
+        def pre_activation(weight_values):
+            mapping = list(zip(variables, weight_values))
+            with keras.StatelessScope(state_mapping=mapping):
+                return layer(*args, **kwargs)
+
+        z = pre_activation([ops.convert_to_tensor(w) for w in weights])
+
+        # g = dL/dz, through a zero probe added to z inside the model.
+        def mean_loss(offset):
+            probe.offset = offset
+            probe.in_model = True
+            try:
+                with keras.StatelessScope():
+                    y_pred = model(x, training=False)
+                return ops.mean(ops.cast(loss_fn(y, y_pred), "float32"))
+            finally:
+                probe.in_model = False
+                probe.offset = None
+
+        _, (g,) = _backend.value_and_gradients(mean_loss, [ops.zeros_like(z)])
+
+        # dL/dW = grad_W <g, z(W)>, then one SGD step on this layer only.
+        g_tensor = ops.convert_to_tensor(g)
+
+        def linear_in_z(*weight_values):
+            z_w = ops.cast(pre_activation(weight_values), "float32")
+            return ops.sum(z_w * ops.cast(g_tensor, "float32"))
+
+        _, grads = _backend.value_and_gradients(linear_in_z, weights)
+        stepped = [
+            ops.convert_to_tensor(w - np.asarray(learning_rate, w.dtype) * dw)
+            for w, dw in zip(weights, grads)
+        ]
+        z_new = pre_activation(stepped)
+
+    batch_size = g.shape[0]
+    z = np.asarray(ops.convert_to_numpy(ops.cast(z, "float32")), "float64")
+    z_new = np.asarray(
+        ops.convert_to_numpy(ops.cast(z_new, "float32")), "float64"
+    )
+    dz = (z_new - z).reshape(batch_size, -1)
+    ideal = (-learning_rate * np.asarray(g, "float64")).reshape(batch_size, -1)
+    dot = np.sum(dz * ideal, axis=1)
+    ideal_sq = np.sum(np.square(ideal), axis=1)
+    dz_norm = np.sqrt(np.sum(np.square(dz), axis=1))
+    return ActivationUpdateAlignment(
+        layer_name=layer.name,
+        layer_class=type(layer).__name__,
+        learning_rate=learning_rate,
+        scale=_ratio(dot, ideal_sq),
+        cosine=_ratio(dot, dz_norm * np.sqrt(ideal_sq)),
+        input_sq_norm=_input_sq_norm(layer, args[0]),
+    )
+
+
+def alignment_report(model, x, y, loss, learning_rate=1e-3):
+    """Runs `activation_update_alignment` over the layers of a model.
+
+    Every trainable Dense-like (`Dense`, `AffineLikeDense`, `NormLikeDense`)
+    and Conv-like (`Conv2D`, `AffineLikeConv2D`, `PatchNormConv2D`) layer of
+    `model`, nested models included, in the order of `model.layers`; frozen
+    layers are skipped. A quick health check of a whole network: an
+    aligned layer has `mean_scale` near its nominal multiplier, a small
+    `cv_scale` and `mean_cosine` near 1.
+
+    Args:
+        model: a built `keras.Model` that calls each of those layers once
+            per forward pass.
+        x: the inputs of a batch, as `model` takes them.
+        y: the targets of the same batch, as `loss` takes them.
+        loss: a Keras loss name, a `keras.losses.Loss` or a function
+            `loss(y_true, y_pred)`.
+        learning_rate: positive float, the SGD step size. Defaults to
+            `1e-3`.
+
+    Returns:
+        list: one dict per layer (see `ActivationUpdateAlignment.summary`),
+        with keys `layer`, `class`, `mean_scale`, `std_scale`, `cv_scale`
+        and `mean_cosine`.
+
+    Raises:
+        TypeError: as `activation_update_alignment`.
+        ValueError: if `model` has no trainable Dense-like or Conv-like
+            layer, and as `activation_update_alignment`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> import keras
+    >>> from keras_affine_div.diagnostics import alignment_report
+    >>> from keras_affine_div.layers import AffineLikeDense
+    >>> model = keras.Sequential([
+    ...     keras.Input((4,)),
+    ...     keras.layers.Dense(8, activation="tanh", name="hidden"),
+    ...     AffineLikeDense(2, name="head"),
+    ... ])
+    >>> x = np.ones((1, 4), "float32")  # |x|^2 = 4
+    >>> y = np.zeros((1, 2), "float32")
+    >>> for row in alignment_report(model, x, y, "mse"):
+    ...     print(row["layer"], row["class"], round(row["mean_scale"], 2))
+    hidden Dense 5.0
+    head AffineLikeDense 1.0
+    """
+    if not isinstance(model, keras.Model):
+        raise TypeError(
+            "Received an invalid type for argument `model`. Expected a "
+            f"`keras.Model`. Received: model={model!r}"
+        )
+    targets = [
+        layer
+        for layer in _walk_layers(model)
+        if isinstance(layer, DENSE_LIKE + CONV_LIKE) and layer.trainable_weights
+    ]
+    if not targets:
+        raise ValueError(
+            "Expected a model with at least one trainable Dense-like or "
+            "Conv-like layer. Received: model with layers "
+            f"{[layer.name for layer in _walk_layers(model)]}"
+        )
+    return [
+        activation_update_alignment(
+            model, layer, x, y, loss, learning_rate=learning_rate
+        ).summary()
+        for layer in targets
+    ]
+
+
+class _LayerProbe:
+    """Rewires a layer for the measurement, and restores it on exit.
+
+    While active, `layer.call` returns the pre-activation output (the
+    layer's `activation` is set to linear). Inside the model's forward pass
+    (`in_model=True`) the wrapper also records the call's arguments, adds
+    `offset` (the probe differentiated against) to the pre-activation and
+    applies the original activation, so that the model computes exactly what
+    it computes without the probe.
+    """
+
+    def __init__(self, layer):
+        self.layer = layer
+        self.in_model = False
+        self.offset = None
+        self.calls = []
+
+    def __enter__(self):
+        layer = self.layer
+        self._own_call = "call" in vars(layer)
+        self._call = layer.call
+        self._has_activation = getattr(layer, "activation", None) is not None
+        self._activation = getattr(layer, "activation", None)
+
+        def call(*args, **kwargs):
+            outputs = self._call(*args, **kwargs)
+            if not self.in_model:
+                return outputs
+            self.calls.append((args, kwargs))
+            if self.offset is not None:
+                outputs = outputs + self.offset
+            if self._has_activation:
+                outputs = self._activation(outputs)
+            return outputs
+
+        try:
+            if self._has_activation:
+                layer.activation = keras.activations.linear
+            layer.call = call
+        except BaseException:
+            self._restore()
+            raise
+        return self
+
+    def __exit__(self, *exc_info):
+        self._restore()
+        return False
+
+    def _restore(self):
+        layer = self.layer
+        if self._own_call:
+            layer.call = self._call
+        elif "call" in vars(layer):
+            del layer.call
+        if self._has_activation:
+            layer.activation = self._activation
+
+
+def _find_layer(model, layer):
+    """The layer object of `model` that `layer` (an object or name) means."""
+    candidates = list(_walk_layers(model))
+    if isinstance(layer, str):
+        for candidate in candidates:
+            if candidate.name == layer:
+                return candidate
+        raise ValueError(
+            f"Expected the name of a layer of model `{model.name}`, one of "
+            f"{[candidate.name for candidate in candidates]}. "
+            f"Received: layer={layer!r}"
+        )
+    if not isinstance(layer, keras.layers.Layer):
+        raise TypeError(
+            "Received an invalid type for argument `layer`. Expected a "
+            "`keras.layers.Layer` or a layer name (str). "
+            f"Received: layer={layer!r}"
+        )
+    if not any(candidate is layer for candidate in candidates):
+        raise ValueError(
+            f"Expected a layer of model `{model.name}`. Received: "
+            f"layer={layer.name!r} of class {type(layer).__name__}, which "
+            "the model does not hold"
+        )
+    return layer
+
+
+def _walk_layers(model):
+    """The layers of `model`, nested models' layers included, each once."""
+    seen = set()
+    stack = list(reversed(model.layers))
+    while stack:
+        layer = stack.pop()
+        if id(layer) in seen:
+            continue
+        seen.add(id(layer))
+        yield layer
+        if isinstance(layer, keras.Model):
+            stack.extend(reversed(layer.layers))
+
+
+def _get_loss(loss):
+    """A callable `loss(y_true, y_pred)` from a name, object or function."""
+    if isinstance(loss, str):
+        try:
+            return keras.losses.get(loss)
+        except ValueError:
+            raise ValueError(
+                "Received an invalid value for argument `loss`. Expected the "
+                "name of a Keras loss, such as 'mse' or "
+                f"'sparse_categorical_crossentropy'. Received: loss={loss!r}"
+            ) from None
+    if not callable(loss):
+        raise TypeError(
+            "Received an invalid type for argument `loss`. Expected a loss "
+            "name, a `keras.losses.Loss` or a function "
+            f"`loss(y_true, y_pred)`. Received: loss={loss!r}"
+        )
+    return loss
+
+
+def _positive_float(value, name):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(
+            f"Received an invalid type for argument `{name}`. Expected a "
+            f"positive float. Received: {name}={value!r}"
+        )
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(
+            f"Received an invalid value for argument `{name}`. Expected a "
+            f"finite float > 0. Received: {name}={value!r}"
+        )
+    return float(value)
+
+
+def _check_batch(x, y):
+    """Raises unless every array of `x` and `y` holds the same samples."""
+    x_shapes = [_shape(array) for array in keras.tree.flatten(x)]
+    y_shapes = [_shape(array) for array in keras.tree.flatten(y)]
+    sizes = {shape[0] if shape else None for shape in x_shapes + y_shapes}
+    if len(sizes) != 1 or None in sizes or 0 in sizes:
+        x_shapes = x_shapes[0] if len(x_shapes) == 1 else x_shapes
+        y_shapes = y_shapes[0] if len(y_shapes) == 1 else y_shapes
+        raise ValueError(
+            "Expected `x` and `y` to hold the same number of samples, at "
+            "least one (the same size on the first axis of every array). "
+            f"Received: x.shape={x_shapes}, y.shape={y_shapes}"
+        )
+
+
+def _shape(array):
+    if hasattr(array, "shape"):
+        return tuple(array.shape)
+    return tuple(np.shape(array))
+
+
+def _input_sq_norm(layer, inputs):
+    """`|x_i|^2` (Dense-like) or the mean `|P_p|^2` (Conv-like), per sample.
+
+    Computed in float32; a Conv-like layer's patch norms are one
+    single-channel convolution of `sum_c x_c^2` with a ones kernel of the
+    layer's size, strides, padding and dilation.
+    """
+    x = ops.cast(inputs, "float32")
+    if isinstance(layer, CONV_LIKE):
+        channel_axis = -1 if layer.data_format == "channels_last" else 1
+        squares = ops.sum(ops.square(x), axis=channel_axis, keepdims=True)
+        ones = ops.ones(tuple(layer.kernel_size) + (1, 1), dtype="float32")
+        sq_norms = ops.conv(
+            squares,
+            ones,
+            strides=layer.strides,
+            padding=layer.padding,
+            data_format=layer.data_format,
+            dilation_rate=layer.dilation_rate,
+        )
+    else:
+        sq_norms = ops.sum(ops.square(x), axis=-1)
+    sq_norms = np.asarray(ops.convert_to_numpy(sq_norms), "float64")
+    return sq_norms.reshape(sq_norms.shape[0], -1).mean(axis=1)
+
+
+def _ratio(numerator, denominator):
+    """`numerator / denominator`, `nan` where the denominator is 0."""
+    defined = denominator > 0
+    safe = np.where(defined, denominator, 1.0)
+    return np.where(defined, numerator / safe, np.nan)
+
+
+def _nan_summary(fn, values):
+    """`fn` over the non-`nan` entries as a float, `nan` if there are none."""
+    if np.all(np.isnan(values)):
+        return math.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return float(fn(values))
