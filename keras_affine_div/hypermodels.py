@@ -1,0 +1,363 @@
+"""KerasTuner `HyperModel`s over the MLP and CNN builders of `models`.
+
+A study compares *arms* (one model variant each: a baseline such as `dense`
+or `batch_norm`, or one of our layers) and searches the *nuisance*
+hyperparameters for every arm alike, the baseline included:
+
+- `learning_rate`: log-uniform over `lr_range`, several decades wide by
+  default (`1e-5` to `10`). Our layers divide each activation step by
+  `|x|^2 + 1`, which changes the effective step size by orders of magnitude
+  compared with `Dense`: a range tuned for `Dense` can starve them.
+- `optimizer`: one of `optimizers` (`"sgd"` is SGD with momentum 0.9,
+  `"adam"` is Adam).
+- `kernel_scale`: for our variants only, a choice over `kernel_scales`
+  (multiplies the standard deviation of their unit-variance kernel).
+
+The arm itself is fixed per `HyperModel`, never searched. The names above
+are stable: they become column names of the result tables.
+
+This module needs KerasTuner (`pip install "keras-affine-div[tuning]"`); the
+rest of the package does not import it.
+"""
+
+import math
+import numbers
+
+import keras
+
+try:
+    import keras_tuner
+except ImportError as e:  # pragma: no cover - exercised in a subprocess test
+    raise ImportError(
+        "`keras_affine_div.hypermodels` requires KerasTuner. Install it with "
+        '`pip install "keras-affine-div[tuning]"`.'
+    ) from e
+
+from keras_affine_div import models
+
+LEARNING_RATE = "learning_rate"
+OPTIMIZER = "optimizer"
+KERNEL_SCALE = "kernel_scale"
+HYPERPARAMETER_NAMES = (LEARNING_RATE, OPTIMIZER, KERNEL_SCALE)
+
+OPTIMIZERS = ("sgd", "adam")
+SGD_MOMENTUM = 0.9
+DEFAULT_LR_RANGE = (1e-5, 10.0)
+DEFAULT_KERNEL_SCALES = (0.25, 0.5, 1.0, 2.0, 4.0)
+OBJECTIVE = "val_accuracy"
+
+
+def make_optimizer(name, learning_rate):
+    """Returns the optimiser a study means by `name`.
+
+    Args:
+        name: `"sgd"` (SGD with momentum 0.9) or `"adam"`.
+        learning_rate: positive float.
+
+    Returns:
+        keras.optimizers.Optimizer: a new optimiser.
+
+    Raises:
+        ValueError: for another name.
+    """
+    if name == "sgd":
+        return keras.optimizers.SGD(
+            learning_rate=learning_rate, momentum=SGD_MOMENTUM
+        )
+    if name == "adam":
+        return keras.optimizers.Adam(learning_rate=learning_rate)
+    raise ValueError(
+        f"Received an invalid value for argument `optimizer`. Expected one "
+        f"of {OPTIMIZERS}. Received: optimizer={name!r}"
+    )
+
+
+class _ClassifierHyperModel(keras_tuner.HyperModel):
+    """Shared search space and compile step of the MLP and CNN hypermodels."""
+
+    _VARIANTS = ()
+    _OUR_VARIANTS = ()
+    _FAMILY = ""
+
+    def __init__(
+        self,
+        variant,
+        input_shape,
+        num_classes,
+        optimizers,
+        lr_range,
+        kernel_scales,
+        name,
+        tunable,
+    ):
+        if variant not in self._VARIANTS:
+            raise ValueError(
+                f"Received an invalid value for argument `variant`. Expected "
+                f"one of the {self._FAMILY} variants {self._VARIANTS}. "
+                f"Received: variant={variant!r}"
+            )
+        self.variant = variant
+        self.input_shape = tuple(input_shape)
+        self.num_classes = num_classes
+        self.optimizers = _check_optimizers(optimizers)
+        self.lr_range = _check_lr_range(lr_range)
+        self.kernel_scales = _check_kernel_scales(kernel_scales)
+        super().__init__(name=name or f"{self._FAMILY}_{variant}", tunable=tunable)
+
+    @property
+    def searches_kernel_scale(self):
+        """Whether `kernel_scale` is part of this arm's search space."""
+        return self.variant in self._OUR_VARIANTS and bool(self.kernel_scales)
+
+    def declare_hyperparameters(self, hp):
+        hp.Float(
+            LEARNING_RATE,
+            min_value=self.lr_range[0],
+            max_value=self.lr_range[1],
+            sampling="log",
+        )
+        hp.Choice(OPTIMIZER, list(self.optimizers))
+        if self.searches_kernel_scale:
+            hp.Choice(KERNEL_SCALE, list(self.kernel_scales))
+
+    def build(self, hp):
+        self.declare_hyperparameters(hp)
+        kernel_scale = (
+            hp.get(KERNEL_SCALE) if self.searches_kernel_scale else None
+        )
+        model = self._build_model(kernel_scale)
+        model.compile(
+            optimizer=make_optimizer(hp.get(OPTIMIZER), hp.get(LEARNING_RATE)),
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            metrics=["accuracy"],
+        )
+        return model
+
+    def _build_model(self, kernel_scale):
+        raise NotImplementedError
+
+
+class MLPHyperModel(_ClassifierHyperModel):
+    """A KerasTuner `HyperModel` of one MLP arm (`models.mlp`).
+
+    The search space is the same for every arm: `learning_rate` (log-uniform
+    over `lr_range`) and `optimizer` (a choice over `optimizers`); our
+    variants (`models.OUR_MLP_VARIANTS`) add `kernel_scale` (a choice over
+    `kernel_scales`). Models are compiled with
+    `SparseCategoricalCrossentropy(from_logits=True)` and the `accuracy`
+    metric; tune them on `"val_accuracy"`.
+
+    Args:
+        variant: one of `models.MLP_VARIANTS`, the arm.
+        input_shape: tuple, the shape of one sample.
+        num_classes: positive integer.
+        depth: number of hidden layers. Defaults to `3`.
+        width: units per hidden layer. Defaults to `512`.
+        activation: hidden activation. Defaults to `"tanh"`.
+        optimizers: sequence of `"sgd"` (momentum 0.9) and `"adam"`, the
+            optimisers searched. Defaults to `("sgd", "adam")`.
+        lr_range: `(low, high)`, the log-uniform learning-rate range.
+            Defaults to `(1e-5, 10.0)`.
+        kernel_scales: sequence of positive floats searched as
+            `kernel_scale` for our variants, or `None` to keep their default
+            initialisation. Defaults to `(0.25, 0.5, 1.0, 2.0, 4.0)`.
+        name: optional name of the hypermodel. Defaults to `None`
+            (`"mlp_<variant>"`).
+        tunable: whether the hyperparameters are tunable. Defaults to `True`.
+
+    Example:
+
+    >>> import keras_tuner
+    >>> from keras_affine_div.hypermodels import MLPHyperModel
+    >>> hypermodel = MLPHyperModel("affine_like", (4, 4, 3), 10, depth=1,
+    ...                            width=8)
+    >>> hp = keras_tuner.HyperParameters()
+    >>> model = hypermodel.build(hp)
+    >>> sorted(hp.values)
+    ['kernel_scale', 'learning_rate', 'optimizer']
+    >>> model.output_shape
+    (None, 10)
+    """
+
+    _VARIANTS = models.MLP_VARIANTS
+    _OUR_VARIANTS = models.OUR_MLP_VARIANTS
+    _FAMILY = "mlp"
+
+    def __init__(
+        self,
+        variant,
+        input_shape,
+        num_classes,
+        depth=3,
+        width=512,
+        activation="tanh",
+        optimizers=OPTIMIZERS,
+        lr_range=DEFAULT_LR_RANGE,
+        kernel_scales=DEFAULT_KERNEL_SCALES,
+        name=None,
+        tunable=True,
+    ):
+        self.depth = depth
+        self.width = width
+        self.activation = activation
+        super().__init__(
+            variant,
+            input_shape,
+            num_classes,
+            optimizers,
+            lr_range,
+            kernel_scales,
+            name,
+            tunable,
+        )
+
+    def _build_model(self, kernel_scale):
+        return models.mlp(
+            self.variant,
+            self.input_shape,
+            self.num_classes,
+            depth=self.depth,
+            width=self.width,
+            activation=self.activation,
+            kernel_scale=kernel_scale,
+        )
+
+
+class CNNHyperModel(_ClassifierHyperModel):
+    """A KerasTuner `HyperModel` of one CNN arm (`models.cnn`).
+
+    The search space is that of `MLPHyperModel`: `learning_rate`,
+    `optimizer`, and `kernel_scale` for our variants
+    (`models.OUR_CNN_VARIANTS`).
+
+    Args:
+        variant: one of `models.CNN_VARIANTS`, the arm.
+        input_shape: tuple, the shape of one image (`(height, width,
+            channels)`).
+        num_classes: positive integer.
+        depth: number of convolution blocks. Defaults to `3`.
+        filters: filters of the first block. Defaults to `32`.
+        activation: hidden activation. Defaults to `"relu"`.
+        optimizers: sequence of `"sgd"` (momentum 0.9) and `"adam"`, the
+            optimisers searched. Defaults to `("sgd", "adam")`.
+        lr_range: `(low, high)`, the log-uniform learning-rate range.
+            Defaults to `(1e-5, 10.0)`.
+        kernel_scales: sequence of positive floats searched as
+            `kernel_scale` for our variants, or `None` to keep their default
+            initialisation. Defaults to `(0.25, 0.5, 1.0, 2.0, 4.0)`.
+        name: optional name of the hypermodel. Defaults to `None`
+            (`"cnn_<variant>"`).
+        tunable: whether the hyperparameters are tunable. Defaults to `True`.
+
+    Example:
+
+    >>> import keras_tuner
+    >>> from keras_affine_div.hypermodels import CNNHyperModel
+    >>> hypermodel = CNNHyperModel("conv", (8, 8, 3), 10, depth=1, filters=4)
+    >>> hp = keras_tuner.HyperParameters()
+    >>> model = hypermodel.build(hp)
+    >>> sorted(hp.values)
+    ['learning_rate', 'optimizer']
+    """
+
+    _VARIANTS = models.CNN_VARIANTS
+    _OUR_VARIANTS = models.OUR_CNN_VARIANTS
+    _FAMILY = "cnn"
+
+    def __init__(
+        self,
+        variant,
+        input_shape,
+        num_classes,
+        depth=3,
+        filters=32,
+        activation="relu",
+        optimizers=OPTIMIZERS,
+        lr_range=DEFAULT_LR_RANGE,
+        kernel_scales=DEFAULT_KERNEL_SCALES,
+        name=None,
+        tunable=True,
+    ):
+        self.depth = depth
+        self.filters = filters
+        self.activation = activation
+        super().__init__(
+            variant,
+            input_shape,
+            num_classes,
+            optimizers,
+            lr_range,
+            kernel_scales,
+            name,
+            tunable,
+        )
+
+    def _build_model(self, kernel_scale):
+        return models.cnn(
+            self.variant,
+            self.input_shape,
+            self.num_classes,
+            depth=self.depth,
+            filters=self.filters,
+            activation=self.activation,
+            kernel_scale=kernel_scale,
+        )
+
+
+def _is_real(value):
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _check_optimizers(optimizers):
+    if isinstance(optimizers, str) or not isinstance(
+        optimizers, (list, tuple)
+    ):
+        raise TypeError(
+            "Received an invalid type for argument `optimizers`. Expected a "
+            f"list or tuple of names from {OPTIMIZERS}. "
+            f"Received: optimizers={optimizers!r}"
+        )
+    if (
+        not optimizers
+        or any(name not in OPTIMIZERS for name in optimizers)
+        or len(set(optimizers)) != len(optimizers)
+    ):
+        raise ValueError(
+            "Received an invalid value for argument `optimizers`. Expected a "
+            f"non-empty list of distinct names from {OPTIMIZERS}. "
+            f"Received: optimizers={optimizers!r}"
+        )
+    return tuple(optimizers)
+
+
+def _check_lr_range(lr_range):
+    if (
+        not isinstance(lr_range, (list, tuple))
+        or len(lr_range) != 2
+        or not all(_is_real(v) and math.isfinite(v) for v in lr_range)
+        or not 0 < lr_range[0] < lr_range[1]
+    ):
+        raise ValueError(
+            "Received an invalid value for argument `lr_range`. Expected "
+            "`(low, high)` with `0 < low < high`. "
+            f"Received: lr_range={lr_range!r}"
+        )
+    return (float(lr_range[0]), float(lr_range[1]))
+
+
+def _check_kernel_scales(kernel_scales):
+    if kernel_scales is None:
+        return ()
+    if (
+        not isinstance(kernel_scales, (list, tuple))
+        or not kernel_scales
+        or not all(
+            _is_real(v) and math.isfinite(v) and v > 0 for v in kernel_scales
+        )
+    ):
+        raise ValueError(
+            "Received an invalid value for argument `kernel_scales`. Expected "
+            "`None` or a non-empty list of positive numbers. "
+            f"Received: kernel_scales={kernel_scales!r}"
+        )
+    return tuple(float(v) for v in kernel_scales)

@@ -1,0 +1,349 @@
+"""Study files: what a study compares, searches and fixes.
+
+A study is a TOML file (data, never code) in `tuning/studies/`, or any path
+ending in `.toml`. It has four tables:
+
+- `[compare]`: `family` (`"mlp"` or `"cnn"`) and `arms`, the model variants
+  compared (the scientific choice, one KerasTuner project per arm).
+- `[search]`: the nuisance hyperparameters, searched alike for every arm:
+  `tuner` (`"random"` or `"bayesian"`), `max_trials` per arm,
+  `learning_rate` (`[low, high]`, log-uniform), `optimizers`,
+  `kernel_scales` (our arms only), and the oracle `seed`.
+- `[fixed]`: `dataset`, the subset sizes `train_samples`, `val_samples`,
+  `test_samples`, the model size (`depth` and `width` for MLPs, `depth` and
+  `filters` for CNNs), `activation`, `epochs`, `batch_size`, and `seeds`,
+  the number of seeds the best setting of each arm is retrained on.
+- `[quick]` (optional): overrides of `[search]` and `[fixed]` keys used by
+  `--quick`.
+"""
+
+import dataclasses
+import math
+import pathlib
+import tomllib
+
+STUDIES_DIR = pathlib.Path(__file__).resolve().parent / "studies"
+
+FAMILIES = ("mlp", "cnn")
+TUNERS = ("random", "bayesian")
+DATASETS = ("cifar10", "fashion_mnist")
+OPTIMIZERS = ("sgd", "adam")
+TABLES = ("description", "compare", "search", "fixed", "quick")
+COMPARE_KEYS = ("family", "arms")
+SEARCH_KEYS = (
+    "tuner",
+    "max_trials",
+    "learning_rate",
+    "optimizers",
+    "kernel_scales",
+    "seed",
+)
+FIXED_KEYS = {
+    "mlp": (
+        "dataset",
+        "train_samples",
+        "val_samples",
+        "test_samples",
+        "depth",
+        "width",
+        "activation",
+        "epochs",
+        "batch_size",
+        "seeds",
+    ),
+    "cnn": (
+        "dataset",
+        "train_samples",
+        "val_samples",
+        "test_samples",
+        "depth",
+        "filters",
+        "activation",
+        "epochs",
+        "batch_size",
+        "seeds",
+    ),
+}
+MODEL_KEYS = {
+    "mlp": ("depth", "width", "activation"),
+    "cnn": ("depth", "filters", "activation"),
+}
+
+
+class StudyError(ValueError):
+    """A study that cannot be found or read."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Study:
+    """One study, as read from its file.
+
+    Attributes:
+        name: the study's name (its file name without `.toml`).
+        path: the file it was read from.
+        description: one line saying what the study asks.
+        family: `"mlp"` or `"cnn"`.
+        arms: the model variants compared.
+        search: dict of the `[search]` table.
+        fixed: dict of the `[fixed]` table.
+        quick: whether `[quick]` overrides were applied.
+    """
+
+    name: str
+    path: str
+    description: str
+    family: str
+    arms: tuple
+    search: dict
+    fixed: dict
+    quick: bool = False
+
+    @property
+    def results_name(self):
+        """Folder name of the study's results and runs."""
+        return f"{self.name}-quick" if self.quick else self.name
+
+    @property
+    def model_kwargs(self):
+        """Keyword arguments of the hypermodel that set the model size."""
+        return {key: self.fixed[key] for key in MODEL_KEYS[self.family]}
+
+    def replace(self, **changes):
+        """Returns a copy with `search` or `fixed` entries changed."""
+        search = dict(self.search, **changes.get("search", {}))
+        fixed = dict(self.fixed, **changes.get("fixed", {}))
+        return dataclasses.replace(self, search=search, fixed=fixed)
+
+    def config(self):
+        """Returns the study as a JSON-serialisable dict."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "quick": self.quick,
+            "compare": {"family": self.family, "arms": list(self.arms)},
+            "search": _jsonable(self.search),
+            "fixed": _jsonable(self.fixed),
+        }
+
+
+def list_studies():
+    """Returns the names of the studies shipped in `tuning/studies/`.
+
+    Returns:
+        list: sorted study names.
+    """
+    return sorted(p.stem for p in STUDIES_DIR.glob("*.toml"))
+
+
+def load_study(name_or_path, quick=False):
+    """Reads and checks a study.
+
+    Args:
+        name_or_path: a study name from `list_studies()`, or a path to a
+            `.toml` study file.
+        quick: whether to apply the study's `[quick]` overrides.
+
+    Returns:
+        Study: the study.
+
+    Raises:
+        StudyError: for an unknown study or a malformed study file.
+    """
+    if str(name_or_path).endswith(".toml"):
+        path = pathlib.Path(name_or_path)
+        if not path.is_file():
+            raise StudyError(
+                f"Study file not found. Expected an existing `.toml` file. "
+                f"Received: study={str(name_or_path)!r}"
+            )
+    else:
+        path = STUDIES_DIR / f"{name_or_path}.toml"
+        if not path.is_file():
+            raise StudyError(
+                f"Unknown study. Expected one of {list_studies()} or a path "
+                f"to a `.toml` study file. Received: study={name_or_path!r}"
+            )
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise StudyError(
+            f"Malformed study file {path}: not valid TOML ({e}). "
+            f"Received: study={str(name_or_path)!r}"
+        ) from None
+    return _parse(data, path, quick)
+
+
+def _parse(data, path, quick):
+    where = f"Malformed study file {path}"
+    _check_keys(data, TABLES, "top level", where)
+    for table in ("compare", "search", "fixed"):
+        if not isinstance(data.get(table), dict):
+            raise StudyError(
+                f"{where}: expected a `[{table}]` table. "
+                f"Received: {table}={data.get(table)!r}"
+            )
+    compare = data["compare"]
+    _check_keys(compare, COMPARE_KEYS, "[compare]", where, required=True)
+    family = compare["family"]
+    if family not in FAMILIES:
+        raise StudyError(
+            f"{where}: `family` must be one of {FAMILIES}. "
+            f"Received: family={family!r}"
+        )
+    arms = compare["arms"]
+    variants = _variants(family)
+    if (
+        not isinstance(arms, list)
+        or not arms
+        or len(set(arms)) != len(arms)
+        or any(arm not in variants for arm in arms)
+    ):
+        raise StudyError(
+            f"{where}: `arms` must be a non-empty list of distinct {family} "
+            f"variants from {variants}. Received: arms={arms!r}"
+        )
+    search = dict(data["search"])
+    fixed = dict(data["fixed"])
+    _check_keys(search, SEARCH_KEYS, "[search]", where, required=True)
+    _check_keys(fixed, FIXED_KEYS[family], "[fixed]", where, required=True)
+    overrides = data.get("quick", {})
+    if not isinstance(overrides, dict):
+        raise StudyError(
+            f"{where}: `[quick]` must be a table. Received: quick={overrides!r}"
+        )
+    _check_keys(
+        overrides,
+        SEARCH_KEYS + FIXED_KEYS[family],
+        "[quick]",
+        where,
+    )
+    if quick:
+        for key, value in overrides.items():
+            (search if key in SEARCH_KEYS else fixed)[key] = value
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise StudyError(
+            f"{where}: `description` must be a string. "
+            f"Received: description={description!r}"
+        )
+    study = Study(
+        name=path.stem,
+        path=str(path),
+        description=description,
+        family=family,
+        arms=tuple(arms),
+        search=search,
+        fixed=fixed,
+        quick=quick,
+    )
+    check_values(study, where)
+    return study
+
+
+def check_values(study, where):
+    """Checks the values of `study.search` and `study.fixed`.
+
+    Args:
+        study: a `Study`.
+        where: the start of the error message (the file, or the flag).
+
+    Raises:
+        StudyError: for a value out of range or of the wrong type.
+    """
+    s, f = study.search, study.fixed
+    _check_choice(s, "tuner", TUNERS, where)
+    _check_int(s, "max_trials", where)
+    _check_int(s, "seed", where, minimum=0)
+    lr = s["learning_rate"]
+    if not (
+        isinstance(lr, list)
+        and len(lr) == 2
+        and all(_is_number(v) and math.isfinite(v) for v in lr)
+        and 0 < lr[0] < lr[1]
+    ):
+        raise StudyError(
+            f"{where}: `learning_rate` must be `[low, high]` with "
+            f"0 < low < high. Received: learning_rate={lr!r}"
+        )
+    opts = s["optimizers"]
+    if (
+        not isinstance(opts, list)
+        or not opts
+        or len(set(opts)) != len(opts)
+        or any(o not in OPTIMIZERS for o in opts)
+    ):
+        raise StudyError(
+            f"{where}: `optimizers` must be a non-empty list of distinct "
+            f"names from {OPTIMIZERS}. Received: optimizers={opts!r}"
+        )
+    scales = s["kernel_scales"]
+    if (
+        not isinstance(scales, list)
+        or not scales
+        or not all(_is_number(v) and v > 0 for v in scales)
+    ):
+        raise StudyError(
+            f"{where}: `kernel_scales` must be a non-empty list of positive "
+            f"numbers. Received: kernel_scales={scales!r}"
+        )
+    _check_choice(f, "dataset", DATASETS, where)
+    for key in ("train_samples", "val_samples", "test_samples", "depth"):
+        _check_int(f, key, where)
+    for key in ("width", "filters", "epochs", "batch_size", "seeds"):
+        if key in f:
+            _check_int(f, key, where)
+    if not isinstance(f["activation"], str):
+        raise StudyError(
+            f"{where}: `activation` must be a string. "
+            f"Received: activation={f['activation']!r}"
+        )
+
+
+def _variants(family):
+    # Imported here so that reading a study does not import Keras.
+    from keras_affine_div import models
+
+    return models.MLP_VARIANTS if family == "mlp" else models.CNN_VARIANTS
+
+
+def _check_keys(table, allowed, name, where, required=False):
+    unknown = sorted(set(table) - set(allowed))
+    if unknown:
+        raise StudyError(
+            f"{where}: unknown keys in {name}; expected only {list(allowed)}. "
+            f"Received: {', '.join(f'{k}={table[k]!r}' for k in unknown)}"
+        )
+    missing = [k for k in allowed if k not in table] if required else []
+    if missing:
+        raise StudyError(
+            f"{where}: {name} must set {list(allowed)}. "
+            f"Received: missing={missing}"
+        )
+
+
+def _check_choice(table, key, choices, where):
+    if table[key] not in choices:
+        raise StudyError(
+            f"{where}: `{key}` must be one of {choices}. "
+            f"Received: {key}={table[key]!r}"
+        )
+
+
+def _check_int(table, key, where, minimum=1):
+    value = table[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise StudyError(
+            f"{where}: `{key}` must be an integer >= {minimum}. "
+            f"Received: {key}={value!r}"
+        )
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _jsonable(table):
+    return {
+        k: list(v) if isinstance(v, tuple) else v for k, v in table.items()
+    }
