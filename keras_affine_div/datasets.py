@@ -474,7 +474,7 @@ def _load_fashion_mnist(data_dir, cache_dir):
                 "with the four IDX files, or get internet access. "
                 "Received: data_dir=None"
             ) from e
-        return x_train, y_train, x_test, y_test
+        return x_train[..., None], y_train, x_test[..., None], y_test
 
     arrays = _cached(
         cache_dir, key=("fashion_mnist", "keras.datasets"), decode=decode
