@@ -67,7 +67,7 @@ class AffineLikeDense(_base.BaseDivergenceDense):
     >>> y = layer(np.ones((2, 3), dtype="float32"))
     >>> tuple(y.shape)
     (2, 4)
-    >>> layer.kernel.shape, layer.bias.shape
+    >>> tuple(layer.kernel.shape), tuple(layer.bias.shape)
     ((3, 4), (4,))
 
     Reference:

@@ -72,3 +72,20 @@ def skip_unless_supported(kwargs):
             f"Keras' Conv2D has no channels_first on {keras.backend.backend()}"
             " CPU"
         )
+
+
+# Convolution cases shared by both conv layers' tests.
+# (case name, constructor arguments, input shape)
+CONV_CASES = [
+    ("valid_k3", {"kernel_size": 3}, (2, 7, 6, 3)),
+    ("same_k3", {"kernel_size": 3, "padding": "same"}, (2, 7, 6, 3)),
+    ("same_k3x2_strides2", {"kernel_size": (3, 2), "padding": "same", "strides": 2}, (2, 7, 6, 3)),
+    ("same_k4_strides3_asymmetric_pad", {"kernel_size": 4, "padding": "same", "strides": 3}, (2, 8, 7, 2)),
+    ("valid_k2x3_strides2x1", {"kernel_size": (2, 3), "strides": (2, 1)}, (2, 7, 6, 3)),
+    ("same_dilation2", {"kernel_size": 3, "padding": "same", "dilation_rate": 2}, (2, 7, 6, 3)),
+    ("valid_k3x2_dilation1x2", {"kernel_size": (3, 2), "dilation_rate": (1, 2)}, (2, 7, 6, 3)),
+    ("same_groups2", {"kernel_size": 3, "padding": "same", "groups": 2}, (2, 6, 5, 4)),
+    ("channels_first_same", {"kernel_size": 3, "padding": "same", "data_format": "channels_first"}, (2, 3, 7, 6)),
+    ("channels_first_strides2_groups2", {"kernel_size": 3, "strides": 2, "groups": 2, "data_format": "channels_first"}, (2, 4, 7, 6)),
+]
+CONV_IDS = [case[0] for case in CONV_CASES]
