@@ -1,0 +1,214 @@
+import subprocess
+import sys
+
+import keras
+import keras_tuner
+import numpy as np
+import pytest
+
+from keras_affine_div import hypermodels
+from keras_affine_div import models
+
+MLP_KWARGS = {"input_shape": (4, 4, 3), "num_classes": 5, "depth": 1,
+              "width": 8}
+CNN_KWARGS = {"input_shape": (8, 8, 3), "num_classes": 5, "depth": 1,
+              "filters": 4}
+
+
+def _space(hypermodel):
+    hp = keras_tuner.HyperParameters()
+    model = hypermodel.build(hp)
+    return hp, model
+
+
+def _configs(hp):
+    return {p.name: p.get_config() for p in hp.space}
+
+
+@pytest.mark.parametrize(
+    "cls,variants,ours,kwargs",
+    [
+        (hypermodels.MLPHyperModel, models.MLP_VARIANTS,
+         models.OUR_MLP_VARIANTS, MLP_KWARGS),
+        (hypermodels.CNNHyperModel, models.CNN_VARIANTS,
+         models.OUR_CNN_VARIANTS, CNN_KWARGS),
+    ],
+    ids=["mlp", "cnn"],
+)
+def test_every_arm_builds_with_the_same_nuisance_space(
+    cls, variants, ours, kwargs
+):
+    spaces = {}
+    for variant in variants:
+        hp, model = _space(cls(variant, **kwargs))
+        assert isinstance(model, keras.Model)
+        assert model.output_shape == (None, kwargs["num_classes"])
+        expected = ["learning_rate", "optimizer"]
+        if variant in ours:
+            expected.append("kernel_scale")
+        assert [p.name for p in hp.space] == expected, variant
+        spaces[variant] = _configs(hp)
+    shared = {
+        name: config
+        for name, config in spaces[variants[0]].items()
+        if name != "kernel_scale"
+    }
+    for variant, space in spaces.items():
+        assert {k: v for k, v in space.items() if k != "kernel_scale"} == (
+            shared
+        ), variant
+    scales = [spaces[v]["kernel_scale"] for v in ours]
+    assert all(s == scales[0] for s in scales)
+
+
+def test_default_search_space():
+    hp, _ = _space(hypermodels.MLPHyperModel("affine_like", **MLP_KWARGS))
+    configs = _configs(hp)
+    lr = configs["learning_rate"]
+    # Several decades, at least 1e-4 to 1: our layers change the effective
+    # step size by orders of magnitude compared with Dense.
+    assert lr["min_value"] <= 1e-4 and lr["max_value"] >= 1.0
+    assert lr["sampling"] == "log"
+    assert configs["optimizer"]["values"] == ["sgd", "adam"]
+    scales = configs["kernel_scale"]["values"]
+    assert min(scales) == 0.25 and max(scales) == 4.0
+    ratios = {b / a for a, b in zip(scales, scales[1:])}
+    assert ratios == {2.0}  # log-spaced
+
+
+@pytest.mark.parametrize(
+    "optimizer,cls,momentum",
+    [("sgd", keras.optimizers.SGD, 0.9), ("adam", keras.optimizers.Adam,
+                                          None)],
+)
+def test_compiles_with_the_chosen_optimizer(optimizer, cls, momentum):
+    hypermodel = hypermodels.MLPHyperModel("dense", **MLP_KWARGS)
+    hp = keras_tuner.HyperParameters()
+    hypermodel.declare_hyperparameters(hp)
+    hp.values.update(learning_rate=0.0123, optimizer=optimizer)
+    model = hypermodel.build(hp)
+    assert isinstance(model.optimizer, cls)
+    assert float(
+        keras.ops.convert_to_numpy(model.optimizer.learning_rate)
+    ) == pytest.approx(0.0123)
+    if momentum is not None:
+        assert model.optimizer.momentum == momentum
+    assert isinstance(model.loss, keras.losses.SparseCategoricalCrossentropy)
+    assert model.loss.get_config()["from_logits"] is True
+    x = np.random.default_rng(0).normal(size=(8, 4, 4, 3)).astype("float32")
+    y = np.arange(8, dtype="int32") % 5
+    history = model.fit(x, y, epochs=1, batch_size=4, verbose=0)
+    assert set(history.history) == {"loss", "accuracy"}
+
+
+@pytest.mark.parametrize(
+    "cls,builder,variant,kwargs",
+    [
+        (hypermodels.MLPHyperModel, "mlp", "affine_like", MLP_KWARGS),
+        (hypermodels.MLPHyperModel, "mlp", "dense", MLP_KWARGS),
+        (hypermodels.CNNHyperModel, "cnn", "patch_norm", CNN_KWARGS),
+        (hypermodels.CNNHyperModel, "cnn", "batch_norm", CNN_KWARGS),
+    ],
+    ids=["mlp_ours", "mlp_baseline", "cnn_ours", "cnn_baseline"],
+)
+def test_passes_the_model_size_and_kernel_scale_to_the_builder(
+    cls, builder, variant, kwargs, monkeypatch
+):
+    calls = []
+    real = getattr(models, builder)
+
+    def spy(*args, **kw):
+        calls.append((args, kw))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(models, builder, spy)
+    hypermodel = cls(variant, activation="relu", **kwargs)
+    hp = keras_tuner.HyperParameters()
+    hypermodel.declare_hyperparameters(hp)
+    if hypermodel.searches_kernel_scale:
+        hp.values["kernel_scale"] = 2.0
+    hypermodel.build(hp)
+    (args, kw), = calls
+    assert args == (variant, kwargs["input_shape"], kwargs["num_classes"])
+    size = {k: v for k, v in kwargs.items() if k in ("depth", "width",
+                                                       "filters")}
+    assert kw == dict(size, activation="relu",
+                      kernel_scale=2.0 if hypermodel.searches_kernel_scale
+                      else None)
+
+
+def test_kernel_scales_none_keeps_the_default_initialisation():
+    hypermodel = hypermodels.MLPHyperModel(
+        "norm_like", kernel_scales=None, **MLP_KWARGS
+    )
+    hp, _ = _space(hypermodel)
+    assert [p.name for p in hp.space] == ["learning_rate", "optimizer"]
+
+
+def test_hyperparameter_names_are_stable():
+    assert hypermodels.HYPERPARAMETER_NAMES == (
+        "learning_rate", "optimizer", "kernel_scale"
+    )
+
+
+@pytest.mark.parametrize(
+    "kwargs,error,match",
+    [
+        ({"variant": "conv"}, ValueError,
+         r"Expected one of the mlp variants .* Received: variant='conv'"),
+        ({"optimizers": "sgd"}, TypeError,
+         r"Expected a list or tuple .* Received: optimizers='sgd'"),
+        ({"optimizers": ("sgd", "rmsprop")}, ValueError,
+         r"distinct names .* Received: optimizers=\('sgd', 'rmsprop'\)"),
+        ({"optimizers": ()}, ValueError, r"Received: optimizers=\(\)"),
+        ({"lr_range": (1.0, 1e-3)}, ValueError,
+         r"`\(low, high\)` with `0 < low < high`. "
+         r"Received: lr_range=\(1.0, 0.001\)"),
+        ({"lr_range": (0, 1.0)}, ValueError, r"Received: lr_range=\(0, 1.0\)"),
+        ({"lr_range": 0.1}, ValueError, r"Received: lr_range=0.1"),
+        ({"kernel_scales": (1.0, -2.0)}, ValueError,
+         r"positive numbers. Received: kernel_scales=\(1.0, -2.0\)"),
+        ({"kernel_scales": ()}, ValueError, r"Received: kernel_scales=\(\)"),
+    ],
+    ids=["variant", "optimizers_type", "optimizers_name", "optimizers_empty",
+         "lr_order", "lr_zero", "lr_scalar", "scales_negative",
+         "scales_empty"],
+)
+def test_invalid_arguments(kwargs, error, match):
+    arguments = dict(MLP_KWARGS, variant="dense")
+    arguments.update(kwargs)
+    with pytest.raises(error, match=match):
+        hypermodels.MLPHyperModel(**arguments)
+
+
+def test_invalid_cnn_variant():
+    with pytest.raises(ValueError, match=r"cnn variants .* "
+                       r"Received: variant='affine_like'"):
+        hypermodels.CNNHyperModel("affine_like", **CNN_KWARGS)
+
+
+def test_make_optimizer_rejects_an_unknown_name():
+    with pytest.raises(ValueError, match=r"Expected one of \('sgd', 'adam'\)."
+                       r" Received: optimizer='rmsprop'"):
+        hypermodels.make_optimizer("rmsprop", 0.1)
+
+
+def test_keras_tuner_is_optional_for_the_library():
+    # Without KerasTuner the layers import, and the hypermodels say which
+    # extra to install.
+    code = (
+        "import sys; sys.modules['keras_tuner'] = None\n"
+        "import keras_affine_div, keras_affine_div.layers\n"
+        "try:\n"
+        "    import keras_affine_div.hypermodels\n"
+        "except ImportError as e:\n"
+        "    print(e)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True,
+        timeout=300,
+    )
+    assert out.stdout.strip() == (
+        "`keras_affine_div.hypermodels` requires KerasTuner. Install it with "
+        '`pip install "keras-affine-div[tuning]"`.'
+    ), out.stderr

@@ -1,0 +1,118 @@
+"""Helpers of the tuning tests: a tiny image folder, a shrunk study, runs."""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+CLASSES = (
+    "airplane", "automobile", "bird", "cat", "deer",
+    "dog", "frog", "horse", "ship", "truck",
+)
+
+TINY_STUDY = """
+description = "The smoke study, shrunk for the tests."
+
+[compare]
+family = "mlp"
+arms = ["dense", "affine_like"]
+
+[search]
+tuner = "random"
+max_trials = {max_trials}
+learning_rate = [1e-4, 1.0]
+optimizers = ["sgd", "adam"]
+kernel_scales = [0.5, 1.0, 2.0]
+seed = 0
+
+[fixed]
+dataset = "cifar10"
+train_samples = {train_samples}
+val_samples = 20
+test_samples = 20
+depth = 1
+width = 8
+activation = "tanh"
+epochs = {epochs}
+batch_size = 16
+seeds = 2
+
+[quick]
+max_trials = 1
+seeds = 1
+"""
+
+
+def write_image_folder(root, per_class=(6, 2), seed=0):
+    """Writes a CIFAR-10 image-folder layout of random 32x32 JPEGs.
+
+    Args:
+        root: the folder to create.
+        per_class: images per class in `train/` and `test/`.
+        seed: seeds the pixels.
+
+    Returns:
+        str: `root`.
+    """
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    for split, n in zip(("train", "test"), per_class):
+        for c, name in enumerate(CLASSES):
+            folder = os.path.join(root, split, name)
+            os.makedirs(folder, exist_ok=True)
+            for i in range(n):
+                # A class-dependent mean makes the task learnable.
+                pixels = rng.normal(25 * c, 40, (32, 32, 3)).clip(0, 255)
+                Image.fromarray(pixels.astype("uint8")).save(
+                    os.path.join(folder, f"{i:04d}.jpg")
+                )
+    return str(root)
+
+
+def write_study(path, max_trials=2, train_samples=40, epochs=1):
+    """Writes the tiny study to `path` (a `.toml` file) and returns it."""
+    pathlib.Path(path).write_text(
+        TINY_STUDY.format(
+            max_trials=max_trials, train_samples=train_samples, epochs=epochs
+        )
+    )
+    return str(path)
+
+
+def sweep_env(tmp_path, **extra):
+    """The environment of a runner subprocess: one thread, its own cache."""
+    env = dict(os.environ)
+    env.update(
+        OMP_NUM_THREADS="1",
+        TF_CPP_MIN_LOG_LEVEL="2",
+        TF_ENABLE_ONEDNN_OPTS="0",
+        XLA_FLAGS="--xla_cpu_multi_thread_eigen=false",
+        KERAS_AFFINE_DIV_CACHE=str(tmp_path / "cache"),
+        PYTHONUNBUFFERED="1",
+    )
+    env.pop("KERAS_AFFINE_DIV_CIFAR10_DIR", None)
+    for name in ("KERASTUNER_TUNER_ID", "KERASTUNER_ORACLE_IP",
+                 "KERASTUNER_ORACLE_PORT"):
+        env.pop(name, None)
+    env.update(extra)
+    return env
+
+
+def sweep_command(*args):
+    return [sys.executable, "-m", "tuning.sweep", *map(str, args)]
+
+
+def run_sweep(tmp_path, *args, timeout=600, **env):
+    """Runs `python -m tuning.sweep ARGS` to completion."""
+    return subprocess.run(
+        sweep_command(*args),
+        cwd=REPO_ROOT,
+        env=sweep_env(tmp_path, **env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
