@@ -47,4 +47,4 @@ def _seed_and_reset():
     keras.utils.set_random_seed(1337)
     yield
     keras.config.set_dtype_policy("float32")
-    keras.backend.clear_session()
+    keras.backend.clear_session(free_memory=False)
