@@ -33,6 +33,9 @@ def write_atomic(path, text):
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

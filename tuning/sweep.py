@@ -47,6 +47,9 @@ SEARCH_TRIALS_CSV = "search_trials.csv"
 CURVES_CSV = "curves.csv"
 SUMMARY_JSON = "summary.json"
 STUDY_JSON = "study.json"
+# Written in an arm's project once its search is over; restarted workers
+# skip such arms instead of waiting for an oracle that no longer runs.
+SEARCH_DONE_JSON = "search_done.json"
 EVAL_BATCH_SIZE = 512
 # Offsets the seed of search trial `i` from the study's search seed.
 TRIAL_SEED_BASE = 100_000
@@ -358,8 +361,9 @@ def search_arm(study, arm, index, data, runs_dir, role, start):
     """Runs (or resumes, or joins) the KerasTuner search of one arm.
 
     Returns:
-        keras_tuner.Tuner: the arm's tuner; its oracle holds the trials (on
-        a worker, a client of the chief's oracle).
+        keras_tuner.Tuner: the arm's tuner, whose oracle holds the trials;
+        on a worker, a tuner with a client of the chief's oracle, or `None`
+        if the arm's search was already over.
     """
     import keras_tuner
 
@@ -374,6 +378,12 @@ def search_arm(study, arm, index, data, runs_dir, role, start):
         objective=objective, max_trials=s["max_trials"], seed=s["seed"] + 1
     )
     label = f"[search] arm {index + 1}/{len(study.arms)} {arm}"
+    done_path = os.path.join(runs_dir, arm, SEARCH_DONE_JSON)
+    if role == "worker":
+        done = records.read_json(done_path)
+        if done is not None and done["max_trials"] >= s["max_trials"]:
+            _log(f"{label}: search already done, skipped")
+            return None
     base_port = os.environ.get(ORACLE_PORT_ENV)
     if role:
         # One oracle per arm, served on its own port: base port + arm index.
@@ -409,6 +419,7 @@ def search_arm(study, arm, index, data, runs_dir, role, start):
         if base_port is not None:
             os.environ[ORACLE_PORT_ENV] = base_port
     if role != "worker":
+        records.write_json(done_path, {"max_trials": s["max_trials"]})
         best = _best_trial(tuner, arm)
         _log(f"{label}: search done, best val_accuracy {best.score:.4f} "
              f"with {_format_hps(best.hyperparameters.values)}; elapsed "
