@@ -1,0 +1,391 @@
+import os
+
+import keras
+import numpy as np
+import pytest
+
+from keras_affine_div import layers
+from keras_affine_div import models
+from tests import testing
+
+MLP_INPUT = (4, 4, 3)
+CNN_INPUT = (8, 8, 3)
+NUM_CLASSES = 3
+
+# The hidden-block layers of each arm, in order (one block).
+MLP_BLOCKS = {
+    "dense": [keras.layers.Dense],
+    "affine_like": [layers.AffineLikeDense],
+    "norm_like": [layers.NormLikeDense],
+    "batch_norm": [
+        keras.layers.Dense,
+        keras.layers.BatchNormalization,
+        keras.layers.Activation,
+    ],
+    "layer_norm": [
+        keras.layers.Dense,
+        keras.layers.LayerNormalization,
+        keras.layers.Activation,
+    ],
+    "rms_norm": [
+        keras.layers.Dense,
+        keras.layers.RMSNormalization,
+        keras.layers.Activation,
+    ],
+}
+CNN_BLOCKS = {
+    "conv": [keras.layers.Conv2D],
+    "patch_norm": [layers.PatchNormConv2D],
+    "affine_like_conv": [layers.AffineLikeConv2D],
+    "batch_norm": [
+        keras.layers.Conv2D,
+        keras.layers.BatchNormalization,
+        keras.layers.Activation,
+    ],
+    "group_norm": [
+        keras.layers.Conv2D,
+        keras.layers.GroupNormalization,
+        keras.layers.Activation,
+    ],
+    "layer_norm": [
+        keras.layers.Conv2D,
+        keras.layers.LayerNormalization,
+        keras.layers.Activation,
+    ],
+}
+
+
+def _fit_one_step(model, input_shape):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8,) + input_shape).astype("float32")
+    y = np.arange(8) % NUM_CLASSES
+    model.compile(
+        optimizer=keras.optimizers.SGD(0.01),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        jit_compile="auto",
+    )
+    before = [testing.to_numpy(w) for w in model.trainable_weights]
+    history = model.fit(x, y, batch_size=8, epochs=1, verbose=0)
+    after = [testing.to_numpy(w) for w in model.trainable_weights]
+    assert np.isfinite(history.history["loss"][0])
+    assert all(not np.array_equal(a, b) for a, b in zip(before, after))
+    logits = testing.to_numpy(model.predict(x, verbose=0))
+    assert logits.shape == (8, NUM_CLASSES)
+    assert np.all(np.isfinite(logits))
+
+
+def _assert_plain_head(model, num_classes=NUM_CLASSES):
+    head = model.layers[-1]
+    assert type(head) is keras.layers.Dense
+    assert head.units == num_classes
+    assert head.activation is keras.activations.linear
+    assert isinstance(head.kernel_initializer, keras.initializers.GlorotUniform)
+
+
+def _assert_block_activations(blocks, expected):
+    """The activation is fused in one-layer blocks, else its own layer."""
+    fused = [l for l in blocks if type(l) is not keras.layers.Activation]
+    separate = [l for l in blocks if type(l) is keras.layers.Activation]
+    if separate:
+        assert [l.activation for l in separate] == [expected] * len(separate)
+        assert all(
+            l.activation is keras.activations.linear
+            for l in fused if hasattr(l, "activation")
+        )
+    else:
+        assert [l.activation for l in fused] == [expected] * len(fused)
+
+
+def test_variant_tuples():
+    assert set(models.OUR_MLP_VARIANTS) <= set(models.MLP_VARIANTS)
+    assert set(models.OUR_CNN_VARIANTS) <= set(models.CNN_VARIANTS)
+    assert set(MLP_BLOCKS) == set(models.MLP_VARIANTS)
+    assert set(CNN_BLOCKS) == set(models.CNN_VARIANTS)
+
+
+# MLP.
+
+
+@pytest.mark.parametrize("variant", models.MLP_VARIANTS)
+def test_mlp_arm_trains(variant):
+    model = models.mlp(variant, MLP_INPUT, NUM_CLASSES, depth=2, width=8)
+    _fit_one_step(model, MLP_INPUT)
+
+
+@pytest.mark.parametrize("variant", models.MLP_VARIANTS)
+def test_mlp_layers(variant):
+    model = models.mlp(
+        variant, MLP_INPUT, NUM_CLASSES, depth=3, width=6,
+        activation="leaky_relu",
+    )
+    assert model.name == f"mlp_{variant}"
+    assert model.input_shape == (None,) + MLP_INPUT
+    assert model.output_shape == (None, NUM_CLASSES)
+    assert type(model.layers[1]) is keras.layers.Flatten
+    blocks = model.layers[2:-1]
+    assert [type(l) for l in blocks] == MLP_BLOCKS[variant] * 3
+    assert [l.units for l in blocks if hasattr(l, "units")] == [6, 6, 6]
+    _assert_block_activations(blocks, keras.activations.leaky_relu)
+    _assert_plain_head(model)
+
+
+def test_mlp_name_and_defaults():
+    model = models.mlp("dense", (5,), 10, name="custom")
+    assert model.name == "custom"
+    dense = [l for l in model.layers if type(l) is keras.layers.Dense]
+    assert [l.units for l in dense] == [512, 512, 512, 10]
+    assert dense[0].activation is keras.activations.tanh
+
+
+# CNN.
+
+
+@pytest.mark.parametrize("variant", models.CNN_VARIANTS)
+def test_cnn_arm_trains(variant):
+    model = models.cnn(variant, CNN_INPUT, NUM_CLASSES, depth=1, filters=4)
+    _fit_one_step(model, CNN_INPUT)
+
+
+@pytest.mark.parametrize("variant", models.CNN_VARIANTS)
+def test_cnn_layers(variant):
+    model = models.cnn(variant, CNN_INPUT, NUM_CLASSES, depth=3, filters=2)
+    assert model.name == f"cnn_{variant}"
+    assert model.output_shape == (None, NUM_CLASSES)
+    pools = [
+        l for l in model.layers if type(l) is keras.layers.MaxPooling2D
+    ]
+    assert len(pools) == 3
+    assert type(model.layers[-2]) is keras.layers.GlobalAveragePooling2D
+    blocks = [
+        l for l in model.layers[1:-2] if type(l) is not keras.layers.MaxPooling2D
+    ]
+    assert [type(l) for l in blocks] == CNN_BLOCKS[variant] * 3
+    _assert_block_activations(blocks, keras.activations.relu)
+    convs = [l for l in model.layers if hasattr(l, "filters")]
+    assert [l.filters for l in convs] == [2, 4, 8]
+    assert all(tuple(l.kernel_size) == (3, 3) for l in convs)
+    assert all(l.padding == "same" for l in convs)
+    _assert_plain_head(model)
+    # Spatial sizes: 8 -> 4 -> 2 -> 1 through the poolings.
+    assert [tuple(p.output.shape[1:3]) for p in pools] == [(4, 4), (2, 2), (1, 1)]
+
+
+def test_cnn_group_norm_groups():
+    model = models.cnn("group_norm", (16, 16, 3), 2, depth=4, filters=4)
+    norms = [
+        l for l in model.layers if type(l) is keras.layers.GroupNormalization
+    ]
+    # gcd(channels, 8) for channels 4, 8, 16, 32.
+    assert [n.groups for n in norms] == [4, 8, 8, 8]
+
+
+def test_cnn_layer_norm_is_over_channels():
+    model = models.cnn("layer_norm", CNN_INPUT, 2, depth=1, filters=4)
+    (norm,) = [
+        l for l in model.layers if type(l) is keras.layers.LayerNormalization
+    ]
+    assert norm.axis in (-1, 3, [-1], [3])
+
+
+def test_cnn_is_channels_last_whatever_the_global_format():
+    previous = keras.config.image_data_format()
+    keras.config.set_image_data_format("channels_first")
+    try:
+        model = models.cnn("affine_like_conv", (8, 8, 3), 5, depth=2, filters=4)
+    finally:
+        keras.config.set_image_data_format(previous)
+    x = np.zeros((2, 8, 8, 3), "float32")
+    assert testing.to_numpy(model(x)).shape == (2, 5)
+    convs = [l for l in model.layers if hasattr(l, "filters")]
+    assert tuple(convs[0].kernel.shape) == (3, 3, 3, 4)
+
+
+# kernel_scale.
+
+
+@pytest.mark.parametrize(
+    "builder,variant",
+    [
+        (models.mlp, "affine_like"),
+        (models.mlp, "norm_like"),
+        (models.cnn, "patch_norm"),
+        (models.cnn, "affine_like_conv"),
+    ],
+    ids=["affine_like", "norm_like", "patch_norm", "affine_like_conv"],
+)
+def test_kernel_scale_reaches_our_layers(builder, variant):
+    size = {"width": 64} if builder is models.mlp else {"filters": 32}
+    input_shape = (16, 16, 1) if builder is models.mlp else (8, 8, 16)
+    ours = (
+        layers.AffineLikeDense, layers.NormLikeDense,
+        layers.PatchNormConv2D, layers.AffineLikeConv2D,
+    )
+    for scale in (0.25, None):
+        model = builder(
+            variant, input_shape, 2, depth=1, kernel_scale=scale, **size
+        )
+        (layer,) = [l for l in model.layers if isinstance(l, ours)]
+        initializer = layer.kernel_initializer
+        assert isinstance(initializer, keras.initializers.RandomNormal)
+        expected = 1.0 if scale is None else scale
+        assert initializer.stddev == expected
+        kernel = testing.to_numpy(layer.kernel)
+        assert abs(kernel.std() / expected - 1) < 0.1
+        # The head keeps the Keras default.
+        _assert_plain_head(model, num_classes=2)
+
+
+@pytest.mark.parametrize("variant", ["affine_like", "patch_norm"])
+def test_model_save_and_reload(variant, tmp_path):
+    if variant == "affine_like":
+        model = models.mlp(variant, MLP_INPUT, NUM_CLASSES, depth=2, width=8,
+                           kernel_scale=0.5)
+        shape = MLP_INPUT
+    else:
+        model = models.cnn(variant, CNN_INPUT, NUM_CLASSES, depth=2, filters=4,
+                           kernel_scale=0.5)
+        shape = CNN_INPUT
+    path = os.path.join(tmp_path, "model.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    x = np.random.default_rng(0).standard_normal((2,) + shape).astype("float32")
+    np.testing.assert_allclose(
+        testing.to_numpy(loaded(x)), testing.to_numpy(model(x)), rtol=1e-6
+    )
+    assert [type(l) for l in loaded.layers] == [type(l) for l in model.layers]
+
+
+# Errors.
+
+
+@pytest.mark.parametrize("builder", [models.mlp, models.cnn], ids=["mlp", "cnn"])
+@pytest.mark.parametrize("variant", ["transformer", None, "Dense"])
+def test_unknown_variant(builder, variant):
+    valid = models.MLP_VARIANTS if builder is models.mlp else models.CNN_VARIANTS
+    listed = ", ".join(repr(v) for v in valid)
+    with pytest.raises(
+        ValueError,
+        match=rf"Expected one of {listed}. Received: variant={variant!r}",
+    ):
+        builder(variant, CNN_INPUT, NUM_CLASSES)
+
+
+def test_cnn_variant_is_not_an_mlp_variant():
+    with pytest.raises(ValueError, match=r"Received: variant='conv'"):
+        models.mlp("conv", MLP_INPUT, NUM_CLASSES)
+    with pytest.raises(ValueError, match=r"Received: variant='dense'"):
+        models.cnn("dense", CNN_INPUT, NUM_CLASSES)
+
+
+@pytest.mark.parametrize(
+    "builder,kwargs,error,message",
+    [
+        (models.mlp, {"depth": 0}, ValueError,
+         r"Expected a positive integer. Received: depth=0"),
+        (models.mlp, {"depth": 2.0}, TypeError,
+         r"Expected a positive integer. Received: depth=2.0"),
+        (models.mlp, {"width": -1}, ValueError,
+         r"Expected a positive integer. Received: width=-1"),
+        (models.mlp, {"width": "64"}, TypeError, r"Received: width='64'"),
+        (models.cnn, {"filters": 0}, ValueError,
+         r"Expected a positive integer. Received: filters=0"),
+        (models.cnn, {"filters": True}, TypeError,
+         r"Received: filters=True"),
+        (models.cnn, {"depth": -2}, ValueError, r"Received: depth=-2"),
+        (models.mlp, {"num_classes": 0}, ValueError,
+         r"Received: num_classes=0"),
+        (models.cnn, {"num_classes": None}, TypeError,
+         r"Received: num_classes=None"),
+    ],
+    ids=[
+        "mlp_depth_zero", "mlp_depth_float", "width_negative", "width_str",
+        "filters_zero", "filters_bool", "cnn_depth_negative",
+        "mlp_num_classes_zero", "cnn_num_classes_none",
+    ],
+)
+def test_bad_sizes(builder, kwargs, error, message):
+    variant = "dense" if builder is models.mlp else "conv"
+    args = {"input_shape": CNN_INPUT, "num_classes": NUM_CLASSES, **kwargs}
+    with pytest.raises(error, match=message):
+        builder(variant, **args)
+
+
+def test_cnn_too_deep_for_the_image():
+    with pytest.raises(
+        ValueError,
+        match=r"image sides to be at least 2\*\*depth = 16, one 2x2 pooling "
+        r"per stage. Received: depth=4, input_shape=\(8, 8, 3\)",
+    ):
+        models.cnn("conv", CNN_INPUT, NUM_CLASSES, depth=4)
+
+
+@pytest.mark.parametrize(
+    "builder,input_shape,expected",
+    [
+        (models.cnn, (8, 8), "a tuple of 3 positive integers"),
+        (models.cnn, (8, 8, 3, 1), "a tuple of 3 positive integers"),
+        (models.cnn, (8, 0, 3), "a tuple of 3 positive integers"),
+        (models.mlp, (), "a tuple of at least 1 positive integers"),
+        (models.mlp, 784, "a tuple of at least 1 positive integers"),
+        (models.mlp, (28, 28.0), "a tuple of at least 1 positive integers"),
+    ],
+    ids=["cnn_rank2", "cnn_rank4", "cnn_zero", "mlp_empty", "mlp_int",
+         "mlp_float"],
+)
+def test_bad_input_shape(builder, input_shape, expected):
+    variant = "dense" if builder is models.mlp else "conv"
+    with pytest.raises(
+        ValueError,
+        match=rf"Expected {expected} \(the shape of one sample, without the "
+        rf"batch axis\). Received: input_shape=",
+    ):
+        builder(variant, input_shape, NUM_CLASSES)
+
+
+@pytest.mark.parametrize("builder", [models.mlp, models.cnn], ids=["mlp", "cnn"])
+def test_bad_activation(builder):
+    variant = "dense" if builder is models.mlp else "conv"
+    with pytest.raises(
+        ValueError,
+        match=r"Expected a Keras activation name \(e.g. 'tanh', 'relu', "
+        r"'leaky_relu'\), a callable or None. Received: activation='relus'",
+    ):
+        builder(variant, CNN_INPUT, NUM_CLASSES, activation="relus")
+
+
+@pytest.mark.parametrize(
+    "builder,variant",
+    [(models.mlp, v) for v in models.MLP_VARIANTS
+     if v not in models.OUR_MLP_VARIANTS]
+    + [(models.cnn, v) for v in models.CNN_VARIANTS
+       if v not in models.OUR_CNN_VARIANTS],
+    ids=[f"mlp_{v}" for v in models.MLP_VARIANTS
+         if v not in models.OUR_MLP_VARIANTS]
+    + [f"cnn_{v}" for v in models.CNN_VARIANTS
+       if v not in models.OUR_CNN_VARIANTS],
+)
+def test_kernel_scale_for_a_baseline(builder, variant):
+    with pytest.raises(
+        ValueError,
+        match=r"Expected None for a baseline variant: the initialisation "
+        r"scale is a factor of our layers only \(.*\). "
+        rf"Received: variant='{variant}', kernel_scale=0.5",
+    ):
+        builder(variant, CNN_INPUT, NUM_CLASSES, kernel_scale=0.5)
+
+
+@pytest.mark.parametrize(
+    "value,error,message",
+    [
+        (0.0, ValueError, r"Expected a finite float > 0. "
+         r"Received: kernel_scale=0.0"),
+        (-1, ValueError, r"Received: kernel_scale=-1"),
+        (float("nan"), ValueError, r"Received: kernel_scale=nan"),
+        ("1.0", TypeError, r"Expected a positive float. "
+         r"Received: kernel_scale='1.0'"),
+    ],
+    ids=["zero", "negative", "nan", "str"],
+)
+def test_bad_kernel_scale(value, error, message):
+    with pytest.raises(error, match=message):
+        models.mlp("affine_like", MLP_INPUT, NUM_CLASSES, kernel_scale=value)
