@@ -360,9 +360,7 @@ def _decode_image_folder(root):
     folder's file order (sorted per class, then shuffled with a fixed seed by
     `ImageFolder`) and int labels in CIFAR-10 order (sorted class names).
     """
-    import tensorflow as tf
-    import tensorflow_datasets as tfds
-
+    tf, tfds = _import_tfds()
     builder = tfds.folder_dataset.ImageFolder(root)
     arrays = ()
     for split in ("train", "test"):
@@ -388,8 +386,7 @@ def _decode_image_folder(root):
 
 def _to_numpy(ds):
     """`(images, labels)` NumPy arrays of a supervised `tf.data.Dataset`."""
-    import tensorflow_datasets as tfds
-
+    _, tfds = _import_tfds()
     images, labels = [], []
     for x, y in tfds.as_numpy(ds.batch(2048)):
         images.append(x)
@@ -397,9 +394,23 @@ def _to_numpy(ds):
     return np.concatenate(images), np.concatenate(labels)
 
 
-def _load_cifar10_tfds(cache_dir, tfds_data_dir):
-    import tensorflow_datasets as tfds
+def _import_tfds():
+    """Returns `(tensorflow, tensorflow_datasets)`, imported on first use."""
+    try:
+        import tensorflow as tf
+        import tensorflow_datasets as tfds
+    except ImportError as e:
+        raise ImportError(
+            "Reading CIFAR-10 (from tfds or an image folder) requires "
+            "TensorFlow and TensorFlow Datasets. Install them with "
+            '`pip install "keras-affine-div[tensorflow,tuning]"`. '
+            f"Received: {type(e).__name__}: {e}"
+        ) from e
+    return tf, tfds
 
+
+def _load_cifar10_tfds(cache_dir, tfds_data_dir):
+    _, tfds = _import_tfds()
     builder = tfds.builder("cifar10", data_dir=tfds_data_dir)
     full_name = builder.info.full_name
 

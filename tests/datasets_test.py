@@ -2,8 +2,11 @@ import gzip
 import os
 import socket
 import struct
+import subprocess
+import sys
 import time
 
+import keras
 import numpy as np
 import pytest
 
@@ -317,6 +320,35 @@ def test_tfds_offline_fails_fast(tmp_path, monkeypatch):
     assert not (tmp_path / "cache").exists()
 
 
+def test_import_is_light():
+    heavy = ["tensorflow_datasets", "keras_tuner"]
+    if keras.backend.backend() != "tensorflow":
+        heavy.append("tensorflow")
+    code = (
+        "import sys; import keras_affine_div.datasets; "
+        f"print([m for m in {heavy!r} if m in sys.modules])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True, text=True, timeout=120, check=True,
+        env={**os.environ, "KERAS_BACKEND": keras.backend.backend()},
+    )
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize("module", ["tensorflow", "tensorflow_datasets"])
+def test_missing_tensorflow_datasets(image_folder, tmp_path, monkeypatch,
+                                     module):
+    monkeypatch.setitem(sys.modules, module, None)
+    with pytest.raises(
+        ImportError,
+        match=r"requires TensorFlow and TensorFlow Datasets. Install them "
+        r"with `pip install \"keras-affine-div\[tensorflow,tuning\]\"`. "
+        rf"Received: .*{module}",
+    ):
+        datasets.load("cifar10", data_dir=image_folder, cache_dir=tmp_path)
+
+
 def test_can_reach_a_listening_and_a_closed_port():
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
@@ -364,8 +396,6 @@ def test_fashion_mnist_system_dir_is_the_default(tmp_path, monkeypatch):
 
 
 def test_fashion_mnist_falls_back_to_keras_datasets(tmp_path, monkeypatch):
-    import keras
-
     monkeypatch.setattr(
         datasets, "FASHION_MNIST_SYSTEM_DIR", str(tmp_path / "absent")
     )
@@ -384,8 +414,6 @@ def test_fashion_mnist_falls_back_to_keras_datasets(tmp_path, monkeypatch):
 
 
 def test_fashion_mnist_download_failure(tmp_path, monkeypatch):
-    import keras
-
     monkeypatch.setattr(
         datasets, "FASHION_MNIST_SYSTEM_DIR", str(tmp_path / "absent")
     )
