@@ -111,7 +111,7 @@ def test_reproduce(finished):
     assert abs(reproduced - float(row["test_accuracy"])) <= 0.05 + 1e-9
 
 
-@pytest.mark.requires_backend("jax")
+@pytest.mark.requires_backend("torch")
 def test_killed_runs_resume_without_redoing_work(tmp_path):
     data_dir = common.write_image_folder(tmp_path / "cifar10")
     study = common.write_study(tmp_path / "tiny.toml", max_trials=3)
