@@ -47,8 +47,8 @@ def value_and_gradients(fn, args):
             grads = torch.autograd.grad(value, args, allow_unused=True)
     else:
         raise ValueError(
-            "Gradients are implemented for the tensorflow, jax and torch "
-            f"backends. Received: backend={backend!r}"
+            "Expected the tensorflow, jax or torch Keras backend, for which "
+            f"gradients are implemented. Received: backend={backend!r}"
         )
     grads = [
         keras.ops.convert_to_numpy(keras.ops.zeros_like(a))

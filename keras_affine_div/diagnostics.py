@@ -169,7 +169,10 @@ def activation_update_alignment(
     For a layer that is affine in its weights (`Dense`, `Conv2D` and the
     layers of this package), `dz` is exactly linear in `learning_rate`, so
     `scale` and `cosine` do not depend on it; a larger step only reduces the
-    float32 rounding in `z' - z`.
+    float32 rounding in `z' - z`. Under a mixed or low-precision dtype
+    policy `z` and `z'` are in the compute dtype (e.g. float16), whose
+    rounding dominates `dz` at small steps: measure a float32 copy of the
+    model, or take a larger step.
 
     Args:
         model: a built `keras.Model` that calls `layer` once per forward
