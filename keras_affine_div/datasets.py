@@ -169,13 +169,14 @@ def load(
             `keras.datasets.fashion_mnist.load_data()`.
         validation_split: float in (0, 1), the fraction of the training
             images held out for validation. Defaults to `0.1`.
-        seed: int, seeds the validation hold-out and the subsets. Defaults
-            to `0`.
+        seed: non-negative int, seeds the validation hold-out and the
+            subsets. Defaults to `0`.
         max_train_samples: positive int or `None`, the number of images
-            drawn from the original training split before the validation
-            hold-out. Defaults to `None` (all of them).
+            drawn from the original training split (at most all of them)
+            before the validation hold-out. Defaults to `None` (all of
+            them).
         max_test_samples: positive int or `None`, the number of test images
-            drawn. Defaults to `None` (all of them).
+            drawn (at most all of them). Defaults to `None` (all of them).
         cache_dir: directory of the decoded-array cache. Defaults to `None`:
             `$KERAS_AFFINE_DIV_CACHE` if set, else
             `~/.cache/keras_affine_div`.
@@ -186,12 +187,15 @@ def load(
         Dataset: the arrays, class names and label.
 
     Raises:
-        ValueError: for an unknown `name`, a bad split or subset size, or a
-            `data_dir` that does not have the expected layout or images.
+        ValueError: for an unknown `name`, a bad split, seed or subset
+            size, or a `data_dir` that does not have the expected layout or
+            images.
         TypeError: for a `seed` or subset size that is not an integer.
         FileNotFoundError: if `data_dir` (or a file it must hold) does not
             exist.
         DataUnavailableError: if the data must be downloaded and cannot be.
+        ImportError: if CIFAR-10 is to be read and TensorFlow or TensorFlow
+            Datasets is not installed.
     """
     if name not in NAMES:
         raise ValueError(
@@ -210,8 +214,13 @@ def load(
         )
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
         raise TypeError(
-            "Received an invalid type for argument `seed`. Expected an "
-            f"integer. Received: seed={seed!r}"
+            "Received an invalid type for argument `seed`. Expected a "
+            f"non-negative integer. Received: seed={seed!r}"
+        )
+    if seed < 0:
+        raise ValueError(
+            "Received an invalid value for argument `seed`. Expected a "
+            f"non-negative integer. Received: seed={seed!r}"
         )
     for arg_name, value in (
         ("max_train_samples", max_train_samples),
@@ -437,7 +446,9 @@ def _load_cifar10_tfds(cache_dir, tfds_data_dir):
         )
         return _to_numpy(train) + _to_numpy(test)
 
-    arrays = _cached(cache_dir, key=("cifar10", "tfds", full_name), decode=decode)
+    arrays = _cached(
+        cache_dir, key=("cifar10", "tfds", full_name), decode=decode
+    )
     return _Raw("cifar10", "CIFAR-10", "tfds", CIFAR10_CLASS_NAMES, *arrays)
 
 

@@ -71,7 +71,10 @@ OUR_CNN_VARIANTS = ("patch_norm", "affine_like_conv")
 GROUP_NORM_GROUPS = 8
 
 _OUR_DENSE = {"affine_like": AffineLikeDense, "norm_like": NormLikeDense}
-_OUR_CONV = {"patch_norm": PatchNormConv2D, "affine_like_conv": AffineLikeConv2D}
+_OUR_CONV = {
+    "patch_norm": PatchNormConv2D,
+    "affine_like_conv": AffineLikeConv2D,
+}
 _MLP_NORMALIZERS = {
     "batch_norm": keras.layers.BatchNormalization,
     "layer_norm": keras.layers.LayerNormalization,

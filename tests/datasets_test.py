@@ -497,9 +497,21 @@ def test_bad_validation_split(value):
 
 def test_bad_seed():
     with pytest.raises(
-        TypeError, match=r"Expected an integer. Received: seed='a'"
+        TypeError, match=r"Expected a non-negative integer. Received: seed='a'"
     ):
         datasets.load("cifar10", seed="a")
+    with pytest.raises(
+        ValueError, match=r"Expected a non-negative integer. Received: seed=-1"
+    ):
+        datasets.load("cifar10", seed=-1)
+
+
+def test_subset_larger_than_the_split(image_folder, tmp_path):
+    ds = datasets.load(
+        "cifar10", data_dir=image_folder, max_train_samples=1000,
+        max_test_samples=1000, cache_dir=tmp_path,
+    )
+    assert (len(ds.x_train), len(ds.x_val), len(ds.x_test)) == (36, 4, 20)
 
 
 @pytest.mark.parametrize(

@@ -157,7 +157,9 @@ def test_cnn_layers(variant):
     assert len(pools) == 3
     assert type(model.layers[-2]) is keras.layers.GlobalAveragePooling2D
     blocks = [
-        l for l in model.layers[1:-2] if type(l) is not keras.layers.MaxPooling2D
+        l
+        for l in model.layers[1:-2]
+        if type(l) is not keras.layers.MaxPooling2D
     ]
     assert [type(l) for l in blocks] == CNN_BLOCKS[variant] * 3
     _assert_block_activations(blocks, keras.activations.relu)
@@ -167,7 +169,8 @@ def test_cnn_layers(variant):
     assert all(l.padding == "same" for l in convs)
     _assert_plain_head(model)
     # Spatial sizes: 8 -> 4 -> 2 -> 1 through the poolings.
-    assert [tuple(p.output.shape[1:3]) for p in pools] == [(4, 4), (2, 2), (1, 1)]
+    sizes = [tuple(p.output.shape[1:3]) for p in pools]
+    assert sizes == [(4, 4), (2, 2), (1, 1)]
 
 
 def test_cnn_group_norm_groups():
@@ -258,10 +261,14 @@ def test_model_save_and_reload(variant, tmp_path):
 # Errors.
 
 
-@pytest.mark.parametrize("builder", [models.mlp, models.cnn], ids=["mlp", "cnn"])
+@pytest.mark.parametrize(
+    "builder", [models.mlp, models.cnn], ids=["mlp", "cnn"]
+)
 @pytest.mark.parametrize("variant", ["transformer", None, "Dense"])
 def test_unknown_variant(builder, variant):
-    valid = models.MLP_VARIANTS if builder is models.mlp else models.CNN_VARIANTS
+    valid = (
+        models.MLP_VARIANTS if builder is models.mlp else models.CNN_VARIANTS
+    )
     listed = ", ".join(repr(v) for v in valid)
     with pytest.raises(
         ValueError,
@@ -342,7 +349,9 @@ def test_bad_input_shape(builder, input_shape, expected):
         builder(variant, input_shape, NUM_CLASSES)
 
 
-@pytest.mark.parametrize("builder", [models.mlp, models.cnn], ids=["mlp", "cnn"])
+@pytest.mark.parametrize(
+    "builder", [models.mlp, models.cnn], ids=["mlp", "cnn"]
+)
 def test_bad_activation(builder):
     variant = "dense" if builder is models.mlp else "conv"
     with pytest.raises(
