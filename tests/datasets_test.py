@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 
 from keras_affine_div import datasets
-
-CIFAR10_JPEG_COPY = "/work/shared/datasets/cifar10-jpeg"
+from tests.testing import CIFAR10_JPEG_COPY
 
 
 # Fixture makers.

@@ -11,6 +11,14 @@ import os
 import keras
 import numpy as np
 
+# The CIFAR-10 copy shared by the project's machines (see DESIGN.md, Data):
+# `../shared/datasets/cifar10-jpeg` next to the repository, wherever it is
+# cloned, unless KERAS_AFFINE_DIV_CIFAR10_DIR names another copy.
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CIFAR10_JPEG_COPY = os.environ.get("KERAS_AFFINE_DIV_CIFAR10_DIR") or (
+    os.path.join(os.path.dirname(REPO_ROOT), "shared", "datasets", "cifar10-jpeg")
+)
+
 POLICIES = {
     # policy: (compute dtype, variable dtype, relative tolerance vs float32)
     "mixed_float16": ("float16", "float32", 2e-2),
