@@ -76,13 +76,15 @@ def test_chief_and_two_workers_survive_a_killed_worker(tmp_path):
         for name in ("worker0", "worker1"):
             procs[name] = _start(tmp_path, args, name, port, logs[name])
 
-        # Kill worker0 in the middle of its first trial of the first arm.
-        content = _wait_for(logs["worker0"], "dense: trial", [procs["worker0"]])
+        # Kill worker0 in the middle of its first trial (of either arm).
+        content = _wait_for(logs["worker0"], "started", [procs["worker0"]])
         procs["worker0"].send_signal(signal.SIGKILL)
         procs["worker0"].wait(timeout=60)
         started = [line for line in content.splitlines() if "started" in line]
-        assert started and "done" not in content, content
-        killed_trial = started[-1].split("trial ")[1].split(" of")[0]
+        # "[search] arm 1/2 dense: trial 2 of 3 started: ..."
+        killed = started[-1].split("] arm ")[1].split(" ", 1)[1]
+        killed = killed.split(" started")[0]  # "dense: trial 2 of 3"
+        assert f"{killed} done" not in content, content
 
         # The same command with the same tuner id takes its trial over.
         procs["worker0-restart"] = _start(
@@ -98,8 +100,8 @@ def test_chief_and_two_workers_survive_a_killed_worker(tmp_path):
                 proc.wait()
 
     restarted = logs["worker0-restart"].read_text()
-    assert f"dense: trial {killed_trial} of 3 started" in restarted
-    assert f"dense: trial {killed_trial} of 3 done" in restarted
+    assert f"{killed} started" in restarted
+    assert f"{killed} done" in restarted
     for name in ("worker1", "worker0-restart"):
         assert "the chief retrains the best settings" in logs[name].read_text()
 
