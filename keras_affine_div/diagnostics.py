@@ -21,12 +21,15 @@ dz_i = -eta sum_j K_ij g_j,    K_ij = x_i . x_j + 1
 - `alignment_report` does it for every Dense-like and Conv-like layer of a
   model, one summary row per layer.
 
-`z` is the layer's pre-activation output (the affine output the theory
-speaks of): for a layer built with an `activation`, the activation is
-treated as the next layer of the model, so `g` is the gradient with respect
-to its input. The weights of the model are never assigned: the functions
-read them, evaluate the layer with trial weights in a `keras.StatelessScope`
-and leave every variable bitwise as it was, on success and on error.
+For a Dense-like or Conv-like layer, `z` is the pre-activation output (the
+affine output the theory speaks of): a layer built with an `activation` is
+measured as if the activation were the next layer of the model, so `g` is
+the gradient with respect to its input. Any other layer with trainable
+weights is measured at its output.
+
+The weights of the model are never assigned: the functions read them,
+evaluate the layer with trial weights in a `keras.StatelessScope` and leave
+every variable bitwise as it was, on success and on error.
 """
 
 import dataclasses
@@ -57,8 +60,9 @@ class ActivationUpdateAlignment:
     cosine_i = <dz_i, -eta g_i> / (|dz_i| |eta g_i|)
     ```
 
-    with `dz_i` the change of sample `i`'s pre-activation output (flattened
-    over positions and channels) and `-eta g_i` its ideal step. `scale` is
+    with `dz_i` the change of sample `i`'s pre-activation output (the output
+    for a layer that is neither Dense-like nor Conv-like), flattened over
+    positions and channels, and `-eta g_i` its ideal step. `scale` is
     the effective learning-rate multiplier: 1 for every sample means the
     step is exactly aligned; a spread across samples is the affine
     divergence. Entries are `nan` where they are undefined (a sample whose
@@ -72,10 +76,11 @@ class ActivationUpdateAlignment:
         scale: read-only float64 NumPy array of shape `(batch_size,)`.
         cosine: read-only float64 NumPy array of shape `(batch_size,)`.
         input_sq_norm: read-only float64 NumPy array of shape
-            `(batch_size,)`: `|x_i|^2` of the layer's input for a Dense-like
-            layer (averaged over positions for inputs of rank > 2), the mean
-            over output positions of the squared patch norm `|P_p|^2` (window
-            x all input channels) for a Conv-like layer.
+            `(batch_size,)`: for a Conv-like layer, the mean over output
+            positions of the squared patch norm `|P_p|^2` (window x all
+            input channels); for any other layer, `|x_i|^2` of its input over
+            the last axis (averaged over the other axes for inputs of rank
+            > 2).
 
     Example:
 
@@ -148,12 +153,13 @@ def activation_update_alignment(
 ):
     """Measures how one SGD step on `layer` moves its activations.
 
-    On the batch `(x, y)`: computes the layer's pre-activation output `z`
-    and the gradient `g = dL/dz` of the model's mean loss `L`, takes one
-    plain SGD step of size `learning_rate` on that layer's own trainable
-    weights only (the single-layer view of the theory), recomputes `z'`,
-    and compares `dz = z' - z` with the ideal step `-learning_rate * g`,
-    sample by sample. In formulas, with `x_l` the layer's input:
+    On the batch `(x, y)`: computes the layer's output `z` (before its
+    activation for a Dense-like or Conv-like layer) and the gradient
+    `g = dL/dz` of the model's mean loss `L`, takes one plain SGD step of
+    size `learning_rate` on that layer's own trainable weights only (the
+    single-layer view of the theory), recomputes `z'`, and compares
+    `dz = z' - z` with the ideal step `-learning_rate * g`, sample by
+    sample. In formulas, with `x_l` the layer's input:
 
     ```
     dL/dW = grad_W <g, layer(W, x_l)>
@@ -241,9 +247,13 @@ def activation_update_alignment(
     with _LayerProbe(layer) as probe:
         # The layer's input x_l and call arguments, from one forward pass.
         probe.in_model = True
-        with keras.StatelessScope():
-            model(x, training=False)
-        probe.in_model = False
+        probe.recording = True
+        try:
+            with keras.StatelessScope():
+                model(x, training=False)
+        finally:
+            probe.in_model = False
+            probe.recording = False
         if len(probe.calls) != 1:
             raise ValueError(
                 "Expected a layer that the model calls exactly once per "
@@ -252,12 +262,12 @@ def activation_update_alignment(
             )
         args, kwargs = probe.calls[0]
 
-        def pre_activation(weight_values):
+        def z_of(weight_values):
             mapping = list(zip(variables, weight_values))
             with keras.StatelessScope(state_mapping=mapping):
                 return layer(*args, **kwargs)
 
-        z = pre_activation([ops.convert_to_tensor(w) for w in weights])
+        z = z_of([ops.convert_to_tensor(w) for w in weights])
 
         # g = dL/dz, through a zero probe added to z inside the model.
         def mean_loss(offset):
@@ -277,7 +287,7 @@ def activation_update_alignment(
         g_tensor = ops.convert_to_tensor(g)
 
         def linear_in_z(*weight_values):
-            z_w = ops.cast(pre_activation(weight_values), "float32")
+            z_w = ops.cast(z_of(weight_values), "float32")
             return ops.sum(z_w * ops.cast(g_tensor, "float32"))
 
         _, grads = _backend.value_and_gradients(linear_in_z, weights)
@@ -285,7 +295,7 @@ def activation_update_alignment(
             ops.convert_to_tensor(w - np.asarray(learning_rate, w.dtype) * dw)
             for w, dw in zip(weights, grads)
         ]
-        z_new = pre_activation(stepped)
+        z_new = z_of(stepped)
 
     batch_size = g.shape[0]
     z = np.asarray(ops.convert_to_numpy(ops.cast(z, "float32")), "float64")
@@ -382,17 +392,19 @@ def alignment_report(model, x, y, loss, learning_rate=1e-3):
 class _LayerProbe:
     """Rewires a layer for the measurement, and restores it on exit.
 
-    While active, `layer.call` returns the pre-activation output (the
-    layer's `activation` is set to linear). Inside the model's forward pass
-    (`in_model=True`) the wrapper also records the call's arguments, adds
-    `offset` (the probe differentiated against) to the pre-activation and
-    applies the original activation, so that the model computes exactly what
-    it computes without the probe.
+    While active, `layer.call` returns `z`: the pre-activation output for a
+    Dense-like or Conv-like layer (its `activation` is set to linear), the
+    output for any other layer. Inside the model's forward pass
+    (`in_model=True`) the wrapper also adds `offset` (the probe
+    differentiated against) to `z` and applies the original activation, so
+    that the model computes exactly what it computes without the probe; with
+    `recording=True` it records the call's arguments.
     """
 
     def __init__(self, layer):
         self.layer = layer
         self.in_model = False
+        self.recording = False
         self.offset = None
         self.calls = []
 
@@ -400,22 +412,24 @@ class _LayerProbe:
         layer = self.layer
         self._own_call = "call" in vars(layer)
         self._call = layer.call
-        self._has_activation = getattr(layer, "activation", None) is not None
-        self._activation = getattr(layer, "activation", None)
+        self._activation = None
+        if isinstance(layer, DENSE_LIKE + CONV_LIKE):
+            self._activation = layer.activation
 
         def call(*args, **kwargs):
             outputs = self._call(*args, **kwargs)
             if not self.in_model:
                 return outputs
-            self.calls.append((args, kwargs))
+            if self.recording:
+                self.calls.append((args, kwargs))
             if self.offset is not None:
                 outputs = outputs + self.offset
-            if self._has_activation:
+            if self._activation is not None:
                 outputs = self._activation(outputs)
             return outputs
 
         try:
-            if self._has_activation:
+            if self._activation is not None:
                 layer.activation = keras.activations.linear
             layer.call = call
         except BaseException:
@@ -433,7 +447,7 @@ class _LayerProbe:
             layer.call = self._call
         elif "call" in vars(layer):
             del layer.call
-        if self._has_activation:
+        if self._activation is not None:
             layer.activation = self._activation
 
 

@@ -18,6 +18,7 @@ from keras_affine_div.layers import AffineLikeConv2D
 from keras_affine_div.layers import AffineLikeDense
 from keras_affine_div.layers import NormLikeDense
 from keras_affine_div.layers import PatchNormConv2D
+from tests.layers.common import skip_unless_supported
 
 EPSILON = 1e-3
 HEAD_UNITS = 3
@@ -181,6 +182,20 @@ def test_a_layer_with_an_activation_is_measured_before_it():
     np.testing.assert_allclose(
         one.scale, [np.sum(np.square(x[0].astype("float64"))) + 1], rtol=2e-3
     )
+
+
+def test_any_layer_with_trainable_weights_is_measured_at_its_output():
+    # EinsumDense is neither Dense-like nor Conv-like: it is measured at its
+    # output, here an affine map, so one sample gets |x|^2 + 1.
+    layer = keras.layers.EinsumDense("ab,bc->ac", output_shape=5, bias_axes="c")
+    model = _model(layer, (4,))
+    x, y = _batch((4,), 1)
+    result = _measure(model, layer, x, y)
+    sq = float(np.sum(np.square(x.astype("float64"))))
+    np.testing.assert_allclose(result.scale, [sq + 1], rtol=2e-3)
+    np.testing.assert_allclose(result.cosine, [1.0], atol=1e-5)
+    np.testing.assert_allclose(result.input_sq_norm, [sq], rtol=1e-6)
+    assert result.layer_class == "EinsumDense"
 
 
 def test_affine_like_spread_grows_with_batch_size():
@@ -366,6 +381,29 @@ def test_conv_like_matches_numpy_patch_formula(
         result.input_sq_norm,
         np.mean(np.sum(patches**2, axis=-1), axis=1),
         rtol=1e-5,
+    )
+
+
+@pytest.mark.parametrize(
+    "layer_cls",
+    [keras.layers.Conv2D, AffineLikeConv2D, PatchNormConv2D],
+    ids=["conv2d", "affine_like_conv2d", "patch_norm_conv2d"],
+)
+def test_channels_first_measures_what_channels_last_measures(layer_cls):
+    skip_unless_supported({"data_format": "channels_first"})
+    # One output position, so that Flatten orders both outputs alike.
+    last = _model(layer_cls(4, 3, data_format="channels_last"), (3, 3, 2))
+    first = _model(layer_cls(4, 3, data_format="channels_first"), (2, 3, 3))
+    first.set_weights(last.get_weights())
+    x, y = _batch((3, 3, 2), 3)
+    expected = _measure(last, last.layers[0], x, y, learning_rate=0.1)
+    result = _measure(
+        first, first.layers[0], x.transpose(0, 3, 1, 2), y, learning_rate=0.1
+    )
+    np.testing.assert_allclose(result.scale, expected.scale, rtol=1e-3)
+    np.testing.assert_allclose(result.cosine, expected.cosine, atol=1e-5)
+    np.testing.assert_allclose(
+        result.input_sq_norm, expected.input_sq_norm, rtol=1e-6
     )
 
 
