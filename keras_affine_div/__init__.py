@@ -5,7 +5,8 @@ the sample it was computed on by `-eta (|x|^2 + 1) dL/dz` instead of
 `-eta dL/dz`. The layers in `keras_affine_div.layers` cancel that factor.
 """
 
+from keras_affine_div import diagnostics
 from keras_affine_div import layers
 from keras_affine_div.version import __version__
 
-__all__ = ["layers", "__version__"]
+__all__ = ["diagnostics", "layers", "__version__"]
