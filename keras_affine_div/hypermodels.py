@@ -102,7 +102,9 @@ class _ClassifierHyperModel(keras_tuner.HyperModel):
         self.optimizers = _check_optimizers(optimizers)
         self.lr_range = _check_lr_range(lr_range)
         self.kernel_scales = _check_kernel_scales(kernel_scales)
-        super().__init__(name=name or f"{self._FAMILY}_{variant}", tunable=tunable)
+        super().__init__(
+            name=name or f"{self._FAMILY}_{variant}", tunable=tunable
+        )
 
     @property
     def searches_kernel_scale(self):

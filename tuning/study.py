@@ -210,7 +210,8 @@ def _parse(data, path, quick):
     overrides = data.get("quick", {})
     if not isinstance(overrides, dict):
         raise StudyError(
-            f"{where}: `[quick]` must be a table. Received: quick={overrides!r}"
+            f"{where}: `[quick]` must be a table. "
+            f"Received: quick={overrides!r}"
         )
     _check_keys(
         overrides,
@@ -332,7 +333,11 @@ def _check_choice(table, key, choices, where):
 
 def _check_int(table, key, where, minimum=1):
     value = table[key]
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or value < minimum
+    ):
         raise StudyError(
             f"{where}: `{key}` must be an integer >= {minimum}. "
             f"Received: {key}={value!r}"

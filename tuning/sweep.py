@@ -542,11 +542,12 @@ def reproduce(study, args):
 
     arm, seed_text = args.reproduce
     out_dir = os.path.join(args.results_dir, study.results_name)
-    rows = records.read_csv(os.path.join(out_dir, TRIALS_CSV))
+    trials_csv = os.path.join(out_dir, TRIALS_CSV)
+    rows = records.read_csv(trials_csv)
     if not rows:
         raise SweepError(
-            f"no finished runs to reproduce: {os.path.join(out_dir, TRIALS_CSV)}"
-            f" is missing or empty; run the study first. Received: "
+            f"no finished runs to reproduce: {trials_csv} is missing or "
+            "empty; run the study first. Received: "
             f"study={study.results_name!r}"
         )
     matches = [r for r in rows if r["arm"] == arm and r["seed"] == seed_text]

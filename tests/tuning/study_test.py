@@ -82,7 +82,8 @@ def _edit(tmp_path, old, new):
         ("seeds = 2", "seeds = 2\nlearning_rate_decay = 0.1",
          r"unknown keys in \[fixed\]; expected only .* "
          r"Received: learning_rate_decay=0.1"),
-        ("seeds = 2", "", r"\[fixed\] must set .* Received: missing=\['seeds'\]"),
+        ("seeds = 2", "",
+         r"\[fixed\] must set .* Received: missing=\['seeds'\]"),
         ("max_trials = 1\n", "max_trials = 1\nwidth = 3\nbogus = 1\n",
          r"unknown keys in \[quick\].* Received: bogus=1"),
         ('description = "The smoke study, shrunk for the tests."',

@@ -1,7 +1,6 @@
 """The runner end to end, on a tiny synthetic CIFAR-10 image folder."""
 
 import json
-import os
 import signal
 import subprocess
 import threading
