@@ -102,7 +102,7 @@ def plot_lr_sweep(path, title, arms, search_trials):
             rows = [
                 r for r in search_trials
                 if r["arm"] == arm and r["optimizer"] == optimizer
-                and r["val_accuracy"] not in ("", None)
+                and r.get("val_accuracy") not in ("", None)
                 and math.isfinite(float(r["val_accuracy"]))
             ]
             if not rows:

@@ -50,6 +50,11 @@ STUDY_JSON = "study.json"
 # Written in an arm's project once its search is over; restarted workers
 # skip such arms instead of waiting for an oracle that no longer runs.
 SEARCH_DONE_JSON = "search_done.json"
+# Distributed liveness: every worker touches `<arm>/heartbeats/<tuner id>`
+# in the shared runs dir; the chief hands the trial of a worker silent for
+# `--worker-timeout` seconds to the next worker that asks for one.
+HEARTBEAT_DIR = "heartbeats"
+DEFAULT_WORKER_TIMEOUT_S = 600
 EVAL_BATCH_SIZE = 512
 # Offsets the seed of search trial `i` from the study's search seed.
 TRIAL_SEED_BASE = 100_000
@@ -152,6 +157,15 @@ def _parser():
         help="search trials per arm (default: the study's)",
     )
     parser.add_argument(
+        "--worker-timeout", type=_positive_int, metavar="SECONDS",
+        default=DEFAULT_WORKER_TIMEOUT_S,
+        help=(
+            "distributed chief: a trial whose worker has sent no heartbeat "
+            "for this long is handed to another worker (default: "
+            f"{DEFAULT_WORKER_TIMEOUT_S})"
+        ),
+    )
+    parser.add_argument(
         "--reproduce", nargs=2, metavar=("ARM", "SEED"),
         help=(
             "retrain one (arm, seed) of a finished study with its recorded "
@@ -229,7 +243,10 @@ def run(study, args, command):
 
     tuners = {}
     for i, arm in enumerate(study.arms):
-        tuners[arm] = search_arm(study, arm, i, data, runs_dir, role, start)
+        tuners[arm] = search_arm(study, arm, i, data, runs_dir, role, start,
+                                 worker_timeout=getattr(
+                                     args, "worker_timeout",
+                                     DEFAULT_WORKER_TIMEOUT_S))
     if not writes_results:
         _log(
             "worker: searches done; the chief retrains the best settings "
@@ -357,7 +374,8 @@ def make_hypermodel(study, arm, data):
     )
 
 
-def search_arm(study, arm, index, data, runs_dir, role, start):
+def search_arm(study, arm, index, data, runs_dir, role, start,
+               worker_timeout=DEFAULT_WORKER_TIMEOUT_S):
     """Runs (or resumes, or joins) the KerasTuner search of one arm.
 
     Returns:
@@ -374,6 +392,8 @@ def search_arm(study, arm, index, data, runs_dir, role, start):
         if s["tuner"] == "random"
         else keras_tuner.oracles.BayesianOptimizationOracle
     )
+    if role == "chief":
+        oracle_cls = _recovering_oracle_class(oracle_cls)
     oracle = oracle_cls(
         objective=objective, max_trials=s["max_trials"], seed=s["seed"] + 1
     )
@@ -407,14 +427,16 @@ def search_arm(study, arm, index, data, runs_dir, role, start):
             if done:
                 _log(f"{label}: resuming, {done} of {s['max_trials']} "
                      "trials already done")
-        tuner.search(
-            data.x_train,
-            data.y_train,
-            validation_data=(data.x_val, data.y_val),
-            epochs=study.fixed["epochs"],
-            batch_size=study.fixed["batch_size"],
-            verbose=1 if role == "chief" else 0,
-        )
+        with _Liveness(role, tuner.oracle, os.path.join(runs_dir, arm),
+                       worker_timeout, label):
+            tuner.search(
+                data.x_train,
+                data.y_train,
+                validation_data=(data.x_val, data.y_val),
+                epochs=study.fixed["epochs"],
+                batch_size=study.fixed["batch_size"],
+                verbose=1 if role == "chief" else 0,
+            )
     finally:
         if base_port is not None:
             os.environ[ORACLE_PORT_ENV] = base_port
@@ -610,6 +632,110 @@ def distributed_role():
             f"{ORACLE_PORT_ENV}={port!r}"
         )
     return "chief" if "chief" in os.environ[TUNER_ENV] else "worker"
+
+
+def _recovering_oracle_class(oracle_cls):
+    """`oracle_cls` with a way to take a trial back from a dead worker."""
+    import keras_tuner
+
+    class RecoveringOracle(oracle_cls):
+        @keras_tuner.synchronized
+        def release_trial_of(self, tuner_id):
+            """Requeues the ongoing trial of `tuner_id`; returns its id.
+
+            This is what KerasTuner's own `Oracle.reload()` does to every
+            ongoing trial when a chief restarts: the trial goes to the retry
+            queue, which `create_trial` serves first, to any worker.
+            """
+            trial = self.ongoing_trials.pop(tuner_id, None)
+            if trial is None:
+                return None
+            self._retry_queue.append(trial.trial_id)
+            self.tuner_ids.discard(tuner_id)
+            self.save()
+            return trial.trial_id
+
+    return RecoveringOracle
+
+
+class _Liveness:
+    """Heartbeats on a worker; on the chief, a watchdog over the workers.
+
+    A worker touches `<arm project>/heartbeats/<tuner id>` every few
+    seconds from a daemon thread (training releases the GIL, so it beats
+    during long epochs too). The chief checks the workers that hold a trial:
+    one whose heartbeat is older than `timeout` seconds (or that never beat
+    since the chief saw its trial start) is taken as dead, and its trial is
+    handed to the next worker that asks for one. Heartbeats compare file
+    modification times with the chief's clock: on several hosts the clocks
+    must agree to well within `timeout`.
+    """
+
+    def __init__(self, role, oracle, project_dir, timeout, label):
+        import threading
+
+        self.role = role
+        self.oracle = oracle
+        self.dir = os.path.join(project_dir, HEARTBEAT_DIR)
+        self.timeout = timeout
+        self.label = label
+        self.interval = max(0.2, min(5.0, timeout / 5))
+        self.stop = threading.Event()
+        self.thread = None
+
+    def __enter__(self):
+        import threading
+
+        if self.role == "worker":
+            target = self._beat
+        elif self.role == "chief" and hasattr(self.oracle, "release_trial_of"):
+            target = self._watch
+        else:
+            return self
+        os.makedirs(self.dir, exist_ok=True)
+        self.thread = threading.Thread(target=target, daemon=True)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc_info):
+        self.stop.set()
+        if self.thread is not None:
+            self.thread.join(timeout=10)
+        return False
+
+    def _beat(self):
+        path = os.path.join(self.dir, os.environ[TUNER_ENV])
+        while True:
+            with open(path, "w") as f:
+                f.write(f"{time.time()}\n")
+            if self.stop.wait(self.interval):
+                return
+
+    def _watch(self):
+        first_seen = {}
+        while not self.stop.wait(self.interval):
+            now = time.time()
+            ongoing = {
+                tuner_id: trial.trial_id
+                for tuner_id, trial in list(self.oracle.ongoing_trials.items())
+            }
+            first_seen = {
+                key: first_seen.get(key, now) for key in ongoing.items()
+            }
+            for tuner_id, trial_id in ongoing.items():
+                path = os.path.join(self.dir, tuner_id)
+                try:
+                    last = os.path.getmtime(path)
+                except OSError:
+                    last = 0.0
+                silent = now - max(last, first_seen[(tuner_id, trial_id)])
+                if silent <= self.timeout:
+                    continue
+                released = self.oracle.release_trial_of(tuner_id)
+                if released is not None:
+                    _log(f"{self.label}: worker {tuner_id} silent for "
+                         f"{silent:.0f} s; trial {int(released) + 1} goes to "
+                         "the next worker")
 
 
 # Records.
