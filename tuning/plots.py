@@ -1,4 +1,8 @@
-"""The plots of a study, drawn from its CSV files (matplotlib, Agg)."""
+"""The plots of a study, drawn from its CSV files (matplotlib, Agg).
+
+A study with a `[grid]` gets the same three files, with one panel (one row
+of panels for the learning curves) per condition.
+"""
 
 import math
 import os
@@ -13,7 +17,8 @@ LEARNING_CURVES_PNG = "learning_curves.png"
 LR_SWEEP_PNG = "val_accuracy_vs_learning_rate.png"
 
 
-def plot_all(out_dir, title, arms, runs, curves, search_trials):
+def plot_all(out_dir, title, arms, runs, curves, search_trials,
+             conditions=None):
     """Writes the three plots of a study into `out_dir`.
 
     Args:
@@ -23,24 +28,64 @@ def plot_all(out_dir, title, arms, runs, curves, search_trials):
         runs: rows of `trials.csv` (dicts of str).
         curves: rows of `curves.csv`.
         search_trials: rows of `search_trials.csv`.
+        conditions: the condition names of a study with a grid (rows are
+            matched on their `condition` column), one panel each; `None`
+            for one plot of all rows.
 
     Returns:
         list: the paths written.
     """
     return [
-        plot_accuracy(os.path.join(out_dir, ACCURACY_PNG), title, arms, runs),
+        plot_accuracy(os.path.join(out_dir, ACCURACY_PNG), title, arms, runs,
+                      conditions),
         plot_learning_curves(
-            os.path.join(out_dir, LEARNING_CURVES_PNG), title, arms, curves
+            os.path.join(out_dir, LEARNING_CURVES_PNG), title, arms, curves,
+            conditions,
         ),
         plot_lr_sweep(
-            os.path.join(out_dir, LR_SWEEP_PNG), title, arms, search_trials
+            os.path.join(out_dir, LR_SWEEP_PNG), title, arms, search_trials,
+            conditions,
         ),
     ]
 
 
-def plot_accuracy(path, title, arms, runs):
+def _panels(conditions, rows, panel_size, ncols_max=4, **kwargs):
+    """A figure with one panel per condition; yields (ax, name, rows)."""
+    names = [None] if conditions is None else list(conditions)
+    ncols = min(len(names), ncols_max)
+    nrows = math.ceil(len(names) / ncols)
+    fig, axes = plt.subplots(
+        nrows, ncols, squeeze=False,
+        figsize=(panel_size[0] * ncols, panel_size[1] * nrows), **kwargs
+    )
+    flat = list(axes.flat)
+    for ax in flat[len(names):]:
+        ax.set_visible(False)
+    panels = [
+        (ax, name, rows if name is None
+         else [r for r in rows if r.get("condition") == name])
+        for ax, name in zip(flat, names)
+    ]
+    return fig, panels
+
+
+def plot_accuracy(path, title, arms, runs, conditions=None):
     """Test accuracy per arm: one point per seed, and their mean."""
-    fig, ax = plt.subplots(figsize=(1.6 * len(arms) + 2.5, 4))
+    if conditions is None:
+        fig, ax = plt.subplots(figsize=(1.6 * len(arms) + 2.5, 4))
+        _draw_accuracy(ax, arms, runs)
+        ax.set_title(f"{title}\ntest accuracy of the best setting, per seed")
+        return _save(fig, path)
+    fig, panels = _panels(conditions, runs, (0.9 * len(arms) + 1.5, 3.6),
+                          sharey=True)
+    for ax, name, rows in panels:
+        _draw_accuracy(ax, arms, rows, rotate=True)
+        ax.set_title(name, fontsize=9)
+    fig.suptitle(f"{title}\ntest accuracy of the best setting, per seed")
+    return _save(fig, path)
+
+
+def _draw_accuracy(ax, arms, runs, rotate=False):
     for i, arm in enumerate(arms):
         accs = [float(r["test_accuracy"]) for r in runs if r["arm"] == arm]
         if not accs:
@@ -56,18 +101,35 @@ def plot_accuracy(path, title, arms, runs):
         ax.annotate(f"{mean:.3f} (n={len(accs)})", (i, mean),
                     textcoords="offset points", xytext=(0, 8),
                     ha="center", fontsize=8)
-    ax.set_xticks(range(len(arms)), arms)
+    ax.set_xticks(range(len(arms)), arms,
+                  **({"rotation": 45, "ha": "right"} if rotate else {}))
     ax.set_xlim(-0.6, len(arms) - 0.4)
     ax.set_ylabel("test accuracy")
-    ax.set_title(f"{title}\ntest accuracy of the best setting, per seed")
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=8)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
+
+
+def plot_learning_curves(path, title, arms, curves, conditions=None):
+    """Training loss and validation accuracy per epoch, per arm and seed."""
+    names = [None] if conditions is None else list(conditions)
+    fig, axes = plt.subplots(len(names), 2, squeeze=False,
+                             figsize=(10, 4 * len(names)))
+    for (ax_loss, ax_acc), name in zip(axes, names):
+        rows = curves if name is None else [
+            r for r in curves if r.get("condition") == name
+        ]
+        _draw_curves(ax_loss, ax_acc, arms, rows)
+        prefix = "" if name is None else f"{name}: "
+        ax_loss.set_title(f"{prefix}training loss (one line per seed)",
+                          fontsize=9 if name else None)
+        ax_acc.set_title(f"{prefix}validation accuracy (one line per seed)",
+                         fontsize=9 if name else None)
+    fig.suptitle(title)
     return _save(fig, path)
 
 
-def plot_learning_curves(path, title, arms, curves):
-    """Training loss and validation accuracy per epoch, per arm and seed."""
-    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 4))
+def _draw_curves(ax_loss, ax_acc, arms, curves):
     for i, arm in enumerate(arms):
         seeds = sorted({r["seed"] for r in curves if r["arm"] == arm}, key=int)
         for j, seed in enumerate(seeds):
@@ -86,16 +148,26 @@ def plot_learning_curves(path, title, arms, curves):
         ax.set_xlabel("epoch")
         ax.set_ylabel(name)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    ax_loss.set_title("training loss (one line per seed)")
-    ax_acc.set_title("validation accuracy (one line per seed)")
-    fig.suptitle(title)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+
+
+def plot_lr_sweep(path, title, arms, search_trials, conditions=None):
+    """Validation accuracy of every search trial against its learning rate."""
+    fig, panels = _panels(conditions, search_trials, (7, 4.5), sharey=True)
+    heading = "search trials: validation accuracy vs learning rate"
+    for ax, name, rows in panels:
+        _draw_lr_sweep(ax, arms, rows)
+        if name is not None:
+            ax.set_title(name, fontsize=9)
+    if conditions is None:
+        panels[0][0].set_title(f"{title}\n{heading}")
+    else:
+        fig.suptitle(f"{title}\n{heading}")
     return _save(fig, path)
 
 
-def plot_lr_sweep(path, title, arms, search_trials):
-    """Validation accuracy of every search trial against its learning rate."""
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+def _draw_lr_sweep(ax, arms, search_trials):
     markers = {"sgd": "o", "adam": "s"}
     for i, arm in enumerate(arms):
         for optimizer, marker in markers.items():
@@ -114,11 +186,9 @@ def plot_lr_sweep(path, title, arms, search_trials):
     ax.set_xscale("log")
     ax.set_xlabel("learning rate")
     ax.set_ylabel("validation accuracy")
-    ax.set_title(f"{title}\nsearch trials: validation accuracy vs learning "
-                 "rate")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    return _save(fig, path)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
 
 
 def _save(fig, path):

@@ -13,13 +13,24 @@ ending in `.toml`. It has four tables:
   `test_samples`, the model size (`depth` and `width` for MLPs, `depth` and
   `filters` for CNNs), `activation`, `epochs`, `batch_size`, and `seeds`,
   the number of seeds the best setting of each arm is retrained on.
-- `[quick]` (optional): overrides of `[search]` and `[fixed]` keys used by
-  `--quick`.
+- `[grid]` (optional): the conditions. Each key is a `[fixed]` key (other
+  than `seeds`) or `optimizers`, mapped to a list of values; the study runs
+  every combination of them (a *condition*) for every arm, each (condition,
+  arm) with its own search. A grid value replaces the `[fixed]` one (which
+  may then be left out); an `optimizers` value is one optimiser name, the
+  only one that condition searches. Without `[grid]`, the study has one
+  implicit condition.
+- `[quick]` and `[full]` (optional): overrides of `[search]` and `[fixed]`
+  keys used by `--quick` (a pipeline check in minutes) and `--full` (a GPU
+  or Colab: the full data, more epochs and trials). Grid values are
+  overridden in a `[quick.grid]` or `[full.grid]` table, key by key.
 """
 
 import dataclasses
+import itertools
 import math
 import pathlib
+import re
 import tomllib
 
 STUDIES_DIR = pathlib.Path(__file__).resolve().parent / "studies"
@@ -28,7 +39,9 @@ FAMILIES = ("mlp", "cnn")
 TUNERS = ("random", "bayesian")
 DATASETS = ("cifar10", "fashion_mnist")
 OPTIMIZERS = ("sgd", "adam")
-TABLES = ("description", "compare", "search", "fixed", "quick")
+TABLES = ("description", "compare", "search", "fixed", "grid", "quick",
+          "full")
+OVERRIDE_TABLES = ("quick", "full")
 COMPARE_KEYS = ("family", "arms")
 SEARCH_KEYS = (
     "tuner",
@@ -70,8 +83,33 @@ MODEL_KEYS = {
 }
 
 
+
+
+def grid_keys(family):
+    """The keys a `[grid]` may vary: `[fixed]` keys but `seeds`, and
+    `optimizers`."""
+    return tuple(k for k in FIXED_KEYS[family] if k != "seeds") + (
+        "optimizers",
+    )
+
+
 class StudyError(ValueError):
     """A study that cannot be found or read."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Condition:
+    """One combination of the values of a study's `[grid]`.
+
+    Attributes:
+        name: a name made of the keys and values
+            (`"activation-tanh_depth-3"`), also the folder of its
+            KerasTuner projects; `""` for a study without `[grid]`.
+        values: dict, grid key to value, in the grid's order.
+    """
+
+    name: str
+    values: dict
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,7 +124,10 @@ class Study:
         arms: the model variants compared.
         search: dict of the `[search]` table.
         fixed: dict of the `[fixed]` table.
+        grid: dict of the `[grid]` table (key to list of values), `{}`
+            without one.
         quick: whether `[quick]` overrides were applied.
+        full: whether `[full]` overrides were applied.
     """
 
     name: str
@@ -96,12 +137,62 @@ class Study:
     arms: tuple
     search: dict
     fixed: dict
+    grid: dict = dataclasses.field(default_factory=dict)
     quick: bool = False
+    full: bool = False
 
     @property
     def results_name(self):
         """Folder name of the study's results and runs."""
-        return f"{self.name}-quick" if self.quick else self.name
+        if self.quick:
+            return f"{self.name}-quick"
+        return f"{self.name}-full" if self.full else self.name
+
+    def conditions(self):
+        """Returns every combination of the grid values, in grid order.
+
+        Returns:
+            tuple: of `Condition`; one unnamed condition without `[grid]`.
+        """
+        keys = list(self.grid)
+        return tuple(
+            Condition(
+                name="_".join(
+                    f"{k}-{_slug(v)}" for k, v in zip(keys, values)
+                ),
+                values=dict(zip(keys, values)),
+            )
+            for values in itertools.product(*self.grid.values())
+        )
+
+    def condition(self, name):
+        """Returns the condition called `name`.
+
+        Raises:
+            StudyError: if the study has no such condition.
+        """
+        for condition in self.conditions():
+            if condition.name == name:
+                return condition
+        raise StudyError(
+            f"Unknown condition of study {self.results_name!r}. Expected "
+            f"one of {[c.name for c in self.conditions()]}. "
+            f"Received: condition={name!r}"
+        )
+
+    def at(self, condition):
+        """Returns the study with the values of `condition` applied.
+
+        `optimizers` becomes the one optimiser of the condition; every other
+        grid key replaces its `[fixed]` value.
+        """
+        search, fixed = dict(self.search), dict(self.fixed)
+        for key, value in condition.values.items():
+            if key == "optimizers":
+                search[key] = [value]
+            else:
+                fixed[key] = value
+        return dataclasses.replace(self, search=search, fixed=fixed)
 
     @property
     def model_kwargs(self):
@@ -116,7 +207,7 @@ class Study:
 
     def config(self):
         """Returns the study as a JSON-serialisable dict."""
-        return {
+        config = {
             "name": self.name,
             "description": self.description,
             "quick": self.quick,
@@ -124,6 +215,12 @@ class Study:
             "search": _jsonable(self.search),
             "fixed": _jsonable(self.fixed),
         }
+        # Only where used, so that the config of an older study is unchanged.
+        if self.full:
+            config["full"] = True
+        if self.grid:
+            config["grid"] = _jsonable(self.grid)
+        return config
 
 
 def list_studies():
@@ -135,20 +232,27 @@ def list_studies():
     return sorted(p.stem for p in STUDIES_DIR.glob("*.toml"))
 
 
-def load_study(name_or_path, quick=False):
+def load_study(name_or_path, quick=False, full=False):
     """Reads and checks a study.
 
     Args:
         name_or_path: a study name from `list_studies()`, or a path to a
             `.toml` study file.
         quick: whether to apply the study's `[quick]` overrides.
+        full: whether to apply the study's `[full]` overrides.
 
     Returns:
         Study: the study.
 
     Raises:
-        StudyError: for an unknown study or a malformed study file.
+        StudyError: for an unknown study, a malformed study file, or both
+            `quick` and `full`.
     """
+    if quick and full:
+        raise StudyError(
+            "`quick` and `full` exclude each other. "
+            f"Received: quick={quick!r}, full={full!r}"
+        )
     if str(name_or_path).endswith(".toml"):
         path = pathlib.Path(name_or_path)
         if not path.is_file():
@@ -171,10 +275,10 @@ def load_study(name_or_path, quick=False):
             f"Malformed study file {path}: not valid TOML ({e}). "
             f"Received: study={str(name_or_path)!r}"
         ) from None
-    return _parse(data, path, quick)
+    return _parse(data, path, quick, full)
 
 
-def _parse(data, path, quick):
+def _parse(data, path, quick, full):
     where = f"Malformed study file {path}"
     _check_keys(data, TABLES, "top level", where)
     for table in ("compare", "search", "fixed"):
@@ -205,23 +309,46 @@ def _parse(data, path, quick):
         )
     search = dict(data["search"])
     fixed = dict(data["fixed"])
-    _check_keys(search, SEARCH_KEYS, "[search]", where, required=True)
-    _check_keys(fixed, FIXED_KEYS[family], "[fixed]", where, required=True)
-    overrides = data.get("quick", {})
-    if not isinstance(overrides, dict):
-        raise StudyError(
-            f"{where}: `[quick]` must be a table. "
-            f"Received: quick={overrides!r}"
+    grid = _parse_grid(data.get("grid", {}), family, "[grid]", where)
+    # A grid key may be left out of [fixed] and [search]: the grid sets it.
+    _check_keys(search, SEARCH_KEYS, "[search]", where, required=True,
+                optional=grid)
+    _check_keys(fixed, FIXED_KEYS[family], "[fixed]", where, required=True,
+                optional=grid)
+    for table in OVERRIDE_TABLES:
+        if not isinstance(data.get(table, {}), dict):
+            raise StudyError(
+                f"{where}: `[{table}]` must be a table. "
+                f"Received: {table}={data[table]!r}"
+            )
+        overrides = dict(data.get(table, {}))
+        _check_keys(
+            overrides,
+            SEARCH_KEYS + FIXED_KEYS[family] + ("grid",),
+            f"[{table}]",
+            where,
         )
-    _check_keys(
-        overrides,
-        SEARCH_KEYS + FIXED_KEYS[family],
-        "[quick]",
-        where,
-    )
-    if quick:
-        for key, value in overrides.items():
-            (search if key in SEARCH_KEYS else fixed)[key] = value
+        grid_overrides = _parse_grid(
+            overrides.pop("grid", {}), family, f"[{table}.grid]", where
+        )
+        gridded = sorted(set(overrides) & set(grid))
+        if gridded:
+            raise StudyError(
+                f"{where}: {gridded} are [grid] keys; override them in "
+                f"`[{table}.grid]`. Received: "
+                + ", ".join(f"{k}={overrides[k]!r}" for k in gridded)
+            )
+        unknown = sorted(set(grid_overrides) - set(grid))
+        if unknown:
+            raise StudyError(
+                f"{where}: `[{table}.grid]` may only override [grid] keys "
+                f"{list(grid)}. Received: "
+                + ", ".join(f"{k}={grid_overrides[k]!r}" for k in unknown)
+            )
+        if (table == "quick" and quick) or (table == "full" and full):
+            for key, value in overrides.items():
+                (search if key in SEARCH_KEYS else fixed)[key] = value
+            grid.update(grid_overrides)
     description = data.get("description", "")
     if not isinstance(description, str):
         raise StudyError(
@@ -236,10 +363,57 @@ def _parse(data, path, quick):
         arms=tuple(arms),
         search=search,
         fixed=fixed,
+        grid=grid,
         quick=quick,
+        full=full,
     )
-    check_values(study, where)
+    for condition in study.conditions():
+        check_values(study.at(condition), where)
     return study
+
+
+def _parse_grid(grid, family, name, where):
+    """Checks a `[grid]` table; returns it as a dict of lists."""
+    if not isinstance(grid, dict):
+        raise StudyError(
+            f"{where}: `{name}` must be a table. Received: grid={grid!r}"
+        )
+    allowed = grid_keys(family)
+    known = set(SEARCH_KEYS) | {k for keys in FIXED_KEYS.values()
+                                for k in keys}
+    unknown = sorted(set(grid) - known)
+    if unknown:
+        raise StudyError(
+            f"{where}: unknown keys in {name}; expected only {list(allowed)}"
+            f". Received: {', '.join(f'{k}={grid[k]!r}' for k in unknown)}"
+        )
+    not_fixed = sorted(set(grid) - set(allowed))
+    if not_fixed:
+        raise StudyError(
+            f"{where}: {name} keys must be [fixed] keys of a {family} study "
+            f"(but `seeds`) or `optimizers`; {not_fixed} are not. Received: "
+            + ", ".join(f"{k}={grid[k]!r}" for k in not_fixed)
+        )
+    for key, values in grid.items():
+        if (
+            not isinstance(values, list)
+            or not values
+            or any(isinstance(v, (list, dict)) for v in values)
+            or len({repr(v) for v in values}) != len(values)
+        ):
+            raise StudyError(
+                f"{where}: every {name} key must map to a non-empty list of "
+                f"distinct values. Received: {key}={values!r}"
+            )
+        if key == "optimizers" and any(v not in OPTIMIZERS for v in values):
+            raise StudyError(
+                f"{where}: `optimizers` in {name} must list names from "
+                f"{OPTIMIZERS}, one searched per condition. "
+                f"Received: optimizers={values!r}"
+            )
+    # In the order of the grid keys, so that condition names do not depend
+    # on the order of the file.
+    return {key: list(grid[key]) for key in allowed if key in grid}
 
 
 def check_values(study, where):
@@ -308,14 +482,16 @@ def _variants(family):
     return models.MLP_VARIANTS if family == "mlp" else models.CNN_VARIANTS
 
 
-def _check_keys(table, allowed, name, where, required=False):
+def _check_keys(table, allowed, name, where, required=False, optional=()):
     unknown = sorted(set(table) - set(allowed))
     if unknown:
         raise StudyError(
             f"{where}: unknown keys in {name}; expected only {list(allowed)}. "
             f"Received: {', '.join(f'{k}={table[k]!r}' for k in unknown)}"
         )
-    missing = [k for k in allowed if k not in table] if required else []
+    missing = [
+        k for k in allowed if k not in table and k not in optional
+    ] if required else []
     if missing:
         raise StudyError(
             f"{where}: {name} must set {list(allowed)}. "
@@ -346,6 +522,11 @@ def _check_int(table, key, where, minimum=1):
 
 def _is_number(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _slug(value):
+    text = str(value).lower() if isinstance(value, bool) else str(value)
+    return re.sub(r"[^A-Za-z0-9.+]+", "-", text).strip("-") or "none"
 
 
 def _jsonable(table):

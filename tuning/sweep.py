@@ -1,23 +1,26 @@
 """Runs one study: a KerasTuner search per arm, then seed reruns on test.
 
-    python -m tuning.sweep STUDY [--quick] [--data-dir DIR]
+    python -m tuning.sweep STUDY [--quick | --full] [--data-dir DIR]
         [--results-dir DIR] [--runs-dir DIR] [--overwrite] [--seeds N]
         [--max-trials N]
-    python -m tuning.sweep STUDY --reproduce ARM SEED
+    python -m tuning.sweep STUDY --reproduce ARM SEED [--condition NAME]
 
-For every arm of the study (one model variant), a KerasTuner search over the
-nuisance hyperparameters on the validation split, in its own project under
-`--runs-dir/<study>/<arm>/`; then the best setting of each arm is retrained
-from scratch on `--seeds` seeds (`keras.utils.set_random_seed(seed)`) and
-evaluated on the test split. Results go to `--results-dir/<study>/`:
-`trials.csv` (one row per arm and seed), `search_trials.csv` (one row per
-search trial), `curves.csv` (per-epoch metrics of the seed reruns),
-`summary.json` and the plots.
+For every condition of the study (a combination of its `[grid]` values, or
+the one implicit condition of a study without `[grid]`) and every arm (one
+model variant), a KerasTuner search over the nuisance hyperparameters on
+the validation split, in its own project under
+`--runs-dir/<study>/[<condition>/]<arm>/`; then the best setting of each
+(condition, arm) is retrained from scratch on `--seeds` seeds
+(`keras.utils.set_random_seed(seed)`) and evaluated on the test split.
+Results go to `--results-dir/<study>/`: `trials.csv` (one row per
+condition, arm and seed), `search_trials.csv` (one row per search trial),
+`curves.csv` (per-epoch metrics of the seed reruns), `summary.json` and the
+plots.
 
 Killed at any point, the same command resumes: KerasTuner reloads its
 projects (completed trials are kept, the interrupted one is rerun), and the
-(arm, seed) rows already in `trials.csv` are not redone. `--overwrite`
-starts the study again from nothing.
+(condition, arm, seed) rows already in `trials.csv` are not redone.
+`--overwrite` starts the study again from nothing.
 
 With `KERASTUNER_TUNER_ID`, `KERASTUNER_ORACLE_IP` and
 `KERASTUNER_ORACLE_PORT` set, the same command runs as KerasTuner's
@@ -72,6 +75,8 @@ RUN_METRICS = (
 CURVE_COLUMNS = (
     "arm", "seed", "epoch", "loss", "accuracy", "val_loss", "val_accuracy"
 )
+# What a condition can change of the data: one load per distinct value.
+DATA_KEYS = ("dataset", "train_samples", "val_samples", "test_samples")
 TUNER_ENV = "KERASTUNER_TUNER_ID"
 ORACLE_IP_ENV = "KERASTUNER_ORACLE_IP"
 ORACLE_PORT_ENV = "KERASTUNER_ORACLE_PORT"
@@ -90,6 +95,11 @@ def main(argv=None):
     )
     try:
         study = _load_study(args)
+        if args.condition is not None and not args.reproduce:
+            raise SweepError(
+                "--condition goes with --reproduce. Received: "
+                f"condition={args.condition!r}"
+            )
         if args.reproduce:
             reproduce(study, args)
         else:
@@ -120,9 +130,17 @@ def _parser():
             "to a .toml study file"
         ),
     )
-    parser.add_argument(
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument(
         "--quick", action="store_true",
         help="apply the study's [quick] overrides (results in <study>-quick)",
+    )
+    size.add_argument(
+        "--full", action="store_true",
+        help=(
+            "apply the study's [full] overrides, for a GPU or Colab (results "
+            "in <study>-full)"
+        ),
     )
     parser.add_argument(
         "--data-dir",
@@ -172,6 +190,13 @@ def _parser():
             "hyperparameters and print its test accuracy"
         ),
     )
+    parser.add_argument(
+        "--condition", metavar="NAME",
+        help=(
+            "with --reproduce, for a study with a [grid]: the condition of "
+            "the run (the `condition` column of trials.csv)"
+        ),
+    )
     return parser
 
 
@@ -188,7 +213,9 @@ def _positive_int(text):
 
 
 def _load_study(args):
-    study = study_module.load_study(args.study, quick=args.quick)
+    study = study_module.load_study(
+        args.study, quick=args.quick, full=getattr(args, "full", False)
+    )
     search, fixed = {}, {}
     if args.max_trials is not None:
         search["max_trials"] = args.max_trials
@@ -201,7 +228,8 @@ def _load_study(args):
 
 
 def run(study, args, command):
-    """Searches every arm, retrains the best settings, writes the results.
+    """Searches every (condition, arm), retrains the best settings, writes
+    the results.
 
     Args:
         study: a `Study`.
@@ -214,9 +242,13 @@ def run(study, args, command):
     backend = keras.backend.backend()
     runs_dir = os.path.join(args.runs_dir, study.results_name)
     out_dir = os.path.join(args.results_dir, study.results_name)
+    conditions = study.conditions()
     start = time.perf_counter()
     _log(
-        f"study {study.results_name}: {len(study.arms)} arms "
+        f"study {study.results_name}: "
+        + (f"{len(conditions)} conditions ({', '.join(study.grid)}) x "
+           if study.grid else "")
+        + f"{len(study.arms)} arms "
         f"({', '.join(study.arms)}), {study.search['max_trials']} search "
         f"trials and {study.fixed['seeds']} seeds each; backend {backend}"
         + (f"; distributed {role}" if role else "")
@@ -235,18 +267,18 @@ def run(study, args, command):
         records.write_json(os.path.join(runs_dir, STUDY_JSON),
                            _fingerprint(study))
 
-    data = load_data(study, args.data_dir)
-    _log(
-        f"data: {data.label}, {len(data.x_train)} train / {len(data.x_val)} "
-        f"val / {len(data.x_test)} test images of shape {data.input_shape}"
-    )
-
+    datas, loaded = {}, {}
     tuners = {}
-    for i, arm in enumerate(study.arms):
-        tuners[arm] = search_arm(study, arm, i, data, runs_dir, role, start,
-                                 worker_timeout=getattr(
-                                     args, "worker_timeout",
-                                     DEFAULT_WORKER_TIMEOUT_S))
+    for c, condition in enumerate(conditions):
+        at = study.at(condition)
+        datas[condition.name] = _data_of(at, args.data_dir, loaded)
+        for i, arm in enumerate(study.arms):
+            tuners[condition.name, arm] = search_arm(
+                at, arm, i, datas[condition.name], runs_dir, role, start,
+                worker_timeout=getattr(args, "worker_timeout",
+                                       DEFAULT_WORKER_TIMEOUT_S),
+                condition=condition, condition_index=c,
+            )
     if not writes_results:
         _log(
             "worker: searches done; the chief retrains the best settings "
@@ -254,76 +286,123 @@ def run(study, args, command):
         )
         return
 
+    by_name = {condition.name: condition for condition in conditions}
     search_rows = []
-    for arm, tuner in tuners.items():
-        search_rows += _search_rows(study, arm, tuner)
+    for (name, arm), tuner in tuners.items():
+        search_rows += _search_rows(study, by_name[name], arm, tuner)
     records.write_csv(
         os.path.join(out_dir, SEARCH_TRIALS_CSV),
-        _search_columns(), search_rows,
+        _search_columns(study), search_rows,
     )
 
     runs = _read_runs(out_dir, backend)
     curves = _read_curves(out_dir)
-    for i, arm in enumerate(study.arms):
-        best = _best_trial(tuners[arm], arm)
-        for seed in range(study.fixed["seeds"]):
-            label = (
-                f"[seeds] arm {i + 1}/{len(study.arms)} {arm} seed {seed + 1}"
-                f"/{study.fixed['seeds']}"
-            )
-            if (arm, str(seed)) in runs:
+    for c, condition in enumerate(conditions):
+        at = study.at(condition)
+        data = datas[condition.name]
+        for i, arm in enumerate(study.arms):
+            best = _best_trial(tuners[condition.name, arm], arm)
+            for seed in range(study.fixed["seeds"]):
+                key = (condition.name, arm, str(seed))
+                label = (
+                    "[seeds] "
+                    + _condition_label(study, condition, c)
+                    + f"arm {i + 1}/{len(study.arms)} {arm} seed "
+                    f"{seed + 1}/{study.fixed['seeds']}"
+                )
+                if key in runs:
+                    _log(
+                        f"{label}: already done (test_accuracy "
+                        f"{float(runs[key]['test_accuracy']):.4f}), skipped"
+                    )
+                    continue
+                hp_values = dict(best.hyperparameters.values)
+                result = train_and_evaluate(at, arm, hp_values, data, seed)
+                row = _run_row(at, arm, seed, hp_values, best, data, result,
+                               backend, condition)
+                for epoch, metrics in enumerate(result["history"], start=1):
+                    curves[key + (str(epoch),)] = dict(
+                        metrics, arm=arm, seed=seed, epoch=epoch,
+                        **_condition_cells(study, condition),
+                    )
+                # Curves first: a row in trials.csv means the run is
+                # complete.
+                records.write_csv(os.path.join(out_dir, CURVES_CSV),
+                                  _curve_columns(study), curves.values())
+                runs[key] = row
+                records.write_csv(os.path.join(out_dir, TRIALS_CSV),
+                                  _run_columns(study), _ordered(study, runs))
                 _log(
-                    f"{label}: already done (test_accuracy "
-                    f"{float(runs[arm, str(seed)]['test_accuracy']):.4f}), "
-                    "skipped"
+                    f"{label}: test_accuracy {result['test_accuracy']:.4f} "
+                    f"(val {result['val_accuracy']:.4f}) in "
+                    f"{result['wall_time_s']:.1f} s; elapsed "
+                    f"{_elapsed(start)}"
                 )
-                continue
-            hp_values = dict(best.hyperparameters.values)
-            result = train_and_evaluate(study, arm, hp_values, data, seed)
-            row = _run_row(study, arm, seed, hp_values, best, data, result,
-                           backend)
-            for epoch, metrics in enumerate(result["history"], start=1):
-                curves[arm, str(seed), str(epoch)] = dict(
-                    metrics, arm=arm, seed=seed, epoch=epoch
-                )
-            # Curves first: a row in trials.csv means the run is complete.
-            records.write_csv(os.path.join(out_dir, CURVES_CSV),
-                              CURVE_COLUMNS, curves.values())
-            runs[arm, str(seed)] = row
-            records.write_csv(os.path.join(out_dir, TRIALS_CSV),
-                              _run_columns(study), _ordered(study, runs))
-            _log(
-                f"{label}: test_accuracy {result['test_accuracy']:.4f} "
-                f"(val {result['val_accuracy']:.4f}) in "
-                f"{result['wall_time_s']:.1f} s; elapsed "
-                f"{_elapsed(start)}"
-            )
 
     runs_list = [
         {k: str(v) for k, v in r.items()} for r in _ordered(study, runs)
     ]
     from tuning import plots
 
+    labels = {d.label for d in datas.values()}
     paths = plots.plot_all(
         out_dir,
-        f"{study.results_name}: {data.label}, {backend}",
+        f"{study.results_name}: {', '.join(sorted(labels))}, {backend}",
         study.arms,
         runs_list,
         [{k: str(v) for k, v in r.items()} for r in curves.values()],
         [{k: str(v) for k, v in r.items()} for r in search_rows],
+        conditions=[c.name for c in conditions] if study.grid else None,
     )
-    summary = _summary(study, data, backend, command, runs_list, tuners,
+    summary = _summary(study, datas, backend, command, runs_list, tuners,
                        role, time.perf_counter() - start)
     records.write_json(os.path.join(out_dir, SUMMARY_JSON), summary)
     _log(f"results: {out_dir} ({TRIALS_CSV}, {SEARCH_TRIALS_CSV}, "
          f"{CURVES_CSV}, {SUMMARY_JSON}, "
          f"{', '.join(os.path.basename(p) for p in paths)})")
-    for arm, s in summary["arms"].items():
-        _log(
-            f"{arm}: test_accuracy {s['test_accuracy_mean']:.4f} +- "
-            f"{s['test_accuracy_std']:.4f} over {s['seeds']} seeds"
-        )
+    if study.grid:
+        for name, cs in summary["conditions"].items():
+            for arm, s in cs["arms"].items():
+                _log(
+                    f"{name} {arm}: test_accuracy "
+                    f"{s['test_accuracy_mean']:.4f} +- "
+                    f"{s['test_accuracy_std']:.4f} over {s['seeds']} seeds"
+                )
+    else:
+        for arm, s in summary["arms"].items():
+            _log(
+                f"{arm}: test_accuracy {s['test_accuracy_mean']:.4f} +- "
+                f"{s['test_accuracy_std']:.4f} over {s['seeds']} seeds"
+            )
     _log(f"done in {_elapsed(start)}")
+
+
+def _data_of(study, data_dir, loaded):
+    """The data of a (condition-resolved) study, loaded once per subset."""
+    key = tuple(study.fixed[k] for k in DATA_KEYS)
+    if key in loaded:
+        return loaded[key]
+    data = load_data(study, data_dir)
+    _log(
+        f"data: {data.label}, {len(data.x_train)} train / {len(data.x_val)} "
+        f"val / {len(data.x_test)} test images of shape {data.input_shape}"
+    )
+    loaded[key] = data
+    return data
+
+
+def _condition_label(study, condition, index):
+    if not study.grid:
+        return ""
+    return (f"condition {index + 1}/{len(study.conditions())} "
+            f"{condition.name} ")
+
+
+def _condition_cells(study, condition):
+    """The `condition` column and the grid values of a result row."""
+    if not study.grid:
+        return {}
+    return {"condition": condition.name, **condition.values}
 
 
 def load_data(study, data_dir):
@@ -375,8 +454,15 @@ def make_hypermodel(study, arm, data):
 
 
 def search_arm(study, arm, index, data, runs_dir, role, start,
-               worker_timeout=DEFAULT_WORKER_TIMEOUT_S):
+               worker_timeout=DEFAULT_WORKER_TIMEOUT_S, condition=None,
+               condition_index=0):
     """Runs (or resumes, or joins) the KerasTuner search of one arm.
+
+    `study` is resolved at `condition` (`Study.at`); the project is
+    `runs_dir/<condition>/<arm>/` (`runs_dir/<arm>/` without a grid). When
+    distributed, the oracle of arm `index` of condition `condition_index`
+    is served on `KERASTUNER_ORACLE_PORT + condition_index * len(arms) +
+    index`.
 
     Returns:
         keras_tuner.Tuner: the arm's tuner, whose oracle holds the trials;
@@ -397,7 +483,14 @@ def search_arm(study, arm, index, data, runs_dir, role, start,
     oracle = oracle_cls(
         objective=objective, max_trials=s["max_trials"], seed=s["seed"] + 1
     )
-    label = f"[search] arm {index + 1}/{len(study.arms)} {arm}"
+    label = (
+        "[search] "
+        + (_condition_label(study, condition, condition_index)
+           if condition is not None else "")
+        + f"arm {index + 1}/{len(study.arms)} {arm}"
+    )
+    if condition is not None and condition.name:
+        runs_dir = os.path.join(runs_dir, condition.name)
     done_path = os.path.join(runs_dir, arm, SEARCH_DONE_JSON)
     if role == "worker":
         done = records.read_json(done_path)
@@ -406,8 +499,11 @@ def search_arm(study, arm, index, data, runs_dir, role, start,
             return None
     base_port = os.environ.get(ORACLE_PORT_ENV)
     if role:
-        # One oracle per arm, served on its own port: base port + arm index.
-        os.environ[ORACLE_PORT_ENV] = str(int(base_port) + index)
+        # One oracle per (condition, arm), served on its own port: base
+        # port + condition index * arms + arm index.
+        os.environ[ORACLE_PORT_ENV] = str(
+            int(base_port) + condition_index * len(study.arms) + index
+        )
         _log(f"{label}: oracle at {os.environ[ORACLE_IP_ENV]}:"
              f"{os.environ[ORACLE_PORT_ENV]}")
     try:
@@ -559,10 +655,26 @@ def train_and_evaluate(study, arm, hp_values, data, seed):
 
 
 def reproduce(study, args):
-    """Retrains one recorded (arm, seed) and prints both test accuracies."""
+    """Retrains one recorded (condition, arm, seed) and prints both test
+    accuracies."""
     import keras
 
     arm, seed_text = args.reproduce
+    name = getattr(args, "condition", None)
+    if study.grid and name is None:
+        raise SweepError(
+            f"study {study.results_name!r} has a [grid]: pass --condition "
+            f"NAME, one of {[c.name for c in study.conditions()]}. "
+            "Received: condition=None"
+        )
+    if not study.grid and name is not None:
+        raise SweepError(
+            f"study {study.results_name!r} has no [grid], hence no "
+            f"conditions; leave --condition out. Received: condition={name!r}"
+        )
+    condition = (
+        study.condition(name) if study.grid else study.conditions()[0]
+    )
     out_dir = os.path.join(args.results_dir, study.results_name)
     trials_csv = os.path.join(out_dir, TRIALS_CSV)
     rows = records.read_csv(trials_csv)
@@ -572,14 +684,17 @@ def reproduce(study, args):
             "empty; run the study first. Received: "
             f"study={study.results_name!r}"
         )
+    rows = [r for r in rows if r.get("condition", "") == condition.name]
     matches = [r for r in rows if r["arm"] == arm and r["seed"] == seed_text]
     if not matches:
         available = sorted({(r["arm"], int(r["seed"])) for r in rows})
+        where = (f" of condition {condition.name}" if condition.name else "")
         raise SweepError(
-            f"no recorded run for this arm and seed in "
+            f"no recorded run for this arm and seed{where} in "
             f"{os.path.join(out_dir, TRIALS_CSV)}; expected one of "
             f"{', '.join(f'{a} {s}' for a, s in available)}. "
             f"Received: arm={arm!r}, seed={seed_text!r}"
+            + (f", condition={condition.name!r}" if condition.name else "")
         )
     row = matches[-1]
     backend = keras.backend.backend()
@@ -590,9 +705,12 @@ def reproduce(study, args):
                  "optimizer": row["optimizer"]}
     if row.get("kernel_scale"):
         hp_values["kernel_scale"] = float(row["kernel_scale"])
+    study = study.at(condition)
     data = load_data(study, args.data_dir)
-    _log(f"reproducing {study.results_name} arm {arm} seed {seed_text} "
-         f"with {_format_hps(hp_values)} on {data.label}")
+    _log(f"reproducing {study.results_name} "
+         + (f"condition {condition.name} " if condition.name else "")
+         + f"arm {arm} seed {seed_text} with {_format_hps(hp_values)} on "
+         f"{data.label}")
     result = train_and_evaluate(study, arm, hp_values, data, int(seed_text))
     recorded = float(row["test_accuracy"])
     print(
@@ -784,21 +902,32 @@ def _best_trial(tuner, arm):
     return trials[0]
 
 
-def _search_columns():
+def _grid_columns(study):
+    """The leading columns of a study with a grid: condition and its keys."""
+    return ("condition", *study.grid) if study.grid else ()
+
+
+def _curve_columns(study):
+    return (*_grid_columns(study), *CURVE_COLUMNS)
+
+
+def _search_columns(study=None):
     from keras_affine_div import hypermodels
 
     return (
+        *(_grid_columns(study) if study is not None else ()),
         "arm", "trial_id", "status", "val_accuracy",
         *hypermodels.HYPERPARAMETER_NAMES,
         "val_loss", "loss", "accuracy", "wall_time_s",
     )
 
 
-def _search_rows(study, arm, tuner):
+def _search_rows(study, condition, arm, tuner):
     rows = []
     for trial_id in sorted(tuner.oracle.trials):
         trial = tuner.oracle.trials[trial_id]
-        row = {"arm": arm, "trial_id": trial_id, "status": trial.status}
+        row = {"arm": arm, "trial_id": trial_id, "status": trial.status,
+               **_condition_cells(study, condition)}
         row.update(trial.hyperparameters.values)
         for name in ("val_accuracy", "val_loss", "loss", "accuracy",
                      "wall_time_s"):
@@ -811,7 +940,7 @@ def _search_rows(study, arm, tuner):
 def _run_columns(study):
     from keras_affine_div import hypermodels
 
-    return (
+    columns = (
         "study", "arm", "seed", *RUN_METRICS,
         *hypermodels.HYPERPARAMETER_NAMES,
         "search_trial_id", "search_val_accuracy",
@@ -820,10 +949,21 @@ def _run_columns(study):
         "batch_size", "tuner", "max_trials", "lr_low", "lr_high",
         "optimizers", "kernel_scales", "backend",
     )
+    if not study.grid:
+        return columns
+    # The grid values are columns already (as fixed settings, or as the
+    # `optimizers` searched); the condition goes after the study.
+    return (columns[0], "condition", *columns[1:],
+            *(k for k in study.grid if k not in columns))
 
 
-def _run_row(study, arm, seed, hp_values, best, data, result, backend):
+def _run_row(study, arm, seed, hp_values, best, data, result, backend,
+             condition=None):
+    """One row of trials.csv; `study` is resolved at `condition`, so that
+    the fixed settings in the row are the condition's."""
     row = {"study": study.results_name, "arm": arm, "seed": seed}
+    if condition is not None and condition.name:
+        row["condition"] = condition.name
     row.update({k: result[k] for k in RUN_METRICS})
     row.update(hp_values)
     row.update(
@@ -857,45 +997,48 @@ def _read_runs(out_dir, backend):
                 f"the {row['backend']} backend; set KERAS_BACKEND to it or "
                 f"pass --overwrite. Received: backend={backend!r}"
             )
-        runs[row["arm"], row["seed"]] = row
+        runs[row.get("condition", ""), row["arm"], row["seed"]] = row
     return runs
 
 
 def _read_curves(out_dir):
     return {
-        (r["arm"], r["seed"], r["epoch"]): r
+        (r.get("condition", ""), r["arm"], r["seed"], r["epoch"]): r
         for r in records.read_csv(os.path.join(out_dir, CURVES_CSV))
     }
 
 
 def _ordered(study, runs):
-    return sorted(
-        runs.values(),
-        key=lambda r: (study.arms.index(r["arm"]) if r["arm"] in study.arms
-                       else len(study.arms), int(r["seed"])),
-    )
+    names = [c.name for c in study.conditions()]
+
+    def key(r):
+        condition = r.get("condition", "")
+        return (
+            names.index(condition) if condition in names else len(names),
+            study.arms.index(r["arm"]) if r["arm"] in study.arms
+            else len(study.arms),
+            int(r["seed"]),
+        )
+
+    return sorted(runs.values(), key=key)
 
 
-def _summary(study, data, backend, command, runs, tuners, role, wall_time):
-    import statistics
-
+def _summary(study, datas, backend, command, runs, tuners, role, wall_time):
+    """summary.json; per arm, or per condition and arm with a grid."""
     commit, dirty = records.git_state()
-    arms = {}
-    for arm in study.arms:
-        accs = [float(r["test_accuracy"]) for r in runs if r["arm"] == arm]
-        best = _best_trial(tuners[arm], arm)
-        arms[arm] = {
-            "seeds": len(accs),
-            "test_accuracy_mean": statistics.fmean(accs) if accs else None,
-            "test_accuracy_std": statistics.stdev(accs) if len(accs) > 1
-            else 0.0,
-            "test_accuracies": accs,
-            "best_hyperparameters": dict(best.hyperparameters.values),
-            "best_search_trial": best.trial_id,
-            "best_val_accuracy": best.score,
-            "search_trials_completed": _completed(tuners[arm].oracle),
-        }
-    return {
+    conditions = {}
+    for condition in study.conditions():
+        arms = {}
+        for arm in study.arms:
+            arms[arm] = _arm_summary(
+                [r for r in runs if r["arm"] == arm
+                 and r.get("condition", "") == condition.name],
+                tuners[condition.name, arm], arm,
+            )
+        conditions[condition.name] = {"values": condition.values,
+                                      "arms": arms}
+    data = next(iter(datas.values()))
+    summary = {
         "study": study.results_name,
         "config": study.config(),
         "dataset": {
@@ -913,9 +1056,33 @@ def _summary(study, data, backend, command, runs, tuners, role, wall_time):
         "git_dirty": dirty,
         "command": command,
         "distributed": role is not None,
-        "arms": arms,
-        "wall_time_s": wall_time,
-        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    if study.grid:
+        summary["conditions"] = conditions
+    else:
+        summary["arms"] = conditions[""]["arms"]
+    summary.update(
+        wall_time_s=wall_time,
+        finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    )
+    return summary
+
+
+def _arm_summary(runs, tuner, arm):
+    import statistics
+
+    accs = [float(r["test_accuracy"]) for r in runs]
+    best = _best_trial(tuner, arm)
+    return {
+        "seeds": len(accs),
+        "test_accuracy_mean": statistics.fmean(accs) if accs else None,
+        "test_accuracy_std": statistics.stdev(accs) if len(accs) > 1
+        else 0.0,
+        "test_accuracies": accs,
+        "best_hyperparameters": dict(best.hyperparameters.values),
+        "best_search_trial": best.trial_id,
+        "best_val_accuracy": best.score,
+        "search_trials_completed": _completed(tuner.oracle),
     }
 
 

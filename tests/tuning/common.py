@@ -73,13 +73,17 @@ def write_image_folder(root, per_class=(6, 2), seed=0):
     return str(root)
 
 
-def write_study(path, max_trials=2, train_samples=40, epochs=1):
-    """Writes the tiny study to `path` (a `.toml` file) and returns it."""
-    pathlib.Path(path).write_text(
-        TINY_STUDY.format(
-            max_trials=max_trials, train_samples=train_samples, epochs=epochs
-        )
+def write_study(path, max_trials=2, train_samples=40, epochs=1, grid=None):
+    """Writes the tiny study to `path` (a `.toml` file) and returns it.
+
+    `grid`, a str, is appended as the body of a `[grid]` table.
+    """
+    text = TINY_STUDY.format(
+        max_trials=max_trials, train_samples=train_samples, epochs=epochs
     )
+    if grid is not None:
+        text += f"\n[grid]\n{grid}\n"
+    pathlib.Path(path).write_text(text)
     return str(path)
 
 
