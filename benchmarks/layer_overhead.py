@@ -2,7 +2,9 @@
 
 Times a training step (forward, backward and a plain SGD update, through
 `model.train_on_batch` on a model compiled with `jit_compile="auto"`) and an
-inference step (`model.predict_on_batch`) for one-layer models:
+inference step (`model.predict_on_batch`) for one-layer models (behind a
+trainable per-feature scale, so that the backward pass computes the layer's
+input gradient as it would inside a network):
 
 - dense, batch 256, 3072->1024 and 512->512: `Dense`, `AffineLikeDense`,
   `NormLikeDense`, `Dense`+`LayerNormalization`, `Dense`+`BatchNormalization`,
@@ -138,15 +140,18 @@ TARGETS = [
 ]
 
 MEMORY_METHOD = (
-    "Fresh process per model: increase of the peak resident set size "
-    "(resource.getrusage(RUSAGE_SELF).ru_maxrss) over "
-    f"{MEMORY_STEPS} training steps, measured from just after the model, "
-    "its optimizer variables and the batch exist. It includes the "
-    "activations and gradients of the step, but also the tracing and "
-    "compilation of the step function and memory the allocator keeps; it "
-    "is page-granular and a few MiB noisy. On JAX, `xla_*` are the buffer "
-    "sizes XLA assigns to the compiled training step (stateless_call + "
-    "value_and_grad + SGD under jax.jit): exact for that program, blind to "
+    "Fresh process per model, after the model, its optimizer variables and "
+    "the batch exist. first_step_peak_increase: peak resident set size "
+    "during the first training step (VmHWM, reset through "
+    "/proc/self/clear_refs) minus the resident size just before it; it "
+    "includes tracing and compilation of the step. step_peak_increase: the "
+    f"same over steps 2..{MEMORY_STEPS}, with the peak reset after step 1: "
+    "what a step allocates beyond what stays resident between steps (memory "
+    "the allocator keeps from step 1 and reuses is not counted). Both are "
+    "page-granular and a few MiB noisy. Where /proc is missing, ru_maxrss, "
+    "which cannot be reset. On JAX, xla_*: the buffers XLA assigns to the "
+    "compiled training step (stateless_call + value_and_grad + SGD under "
+    "jax.jit, compiled.memory_analysis()), exact for that program, blind to "
     "allocator overhead."
 )
 
@@ -246,6 +251,27 @@ def naive_patch_norm_layers(keras):
     }
 
 
+def input_scale_layer(keras):
+    """A trainable per-feature scale, `x * s` with `s` initialised to ones.
+
+    Every benchmark model starts with one, so that its training step
+    computes the gradient with respect to the measured layer's input, as it
+    would inside a network (the batch itself needs no gradient, and the
+    backends skip what nobody needs). It costs every model the same.
+    """
+
+    class InputScale(keras.layers.Layer):
+        def build(self, input_shape):
+            self.scale = self.add_weight(
+                name="scale", shape=(input_shape[-1],), initializer="ones"
+            )
+
+        def call(self, inputs):
+            return inputs * self.scale
+
+    return InputScale(name="input_scale")
+
+
 def build_layers(keras, kad_layers, candidate, units):
     """The layers of one candidate model, for `units` outputs or filters."""
     L = keras.layers
@@ -291,7 +317,7 @@ def make_model(keras, kad_layers, case, candidate):
     """A compiled one-layer model and a batch `(x, y)` as backend tensors."""
     _, family, batch_size, input_shape, units = case
     model = keras.Sequential(
-        [keras.Input(input_shape)]
+        [keras.Input(input_shape), input_scale_layer(keras)]
         + build_layers(keras, kad_layers, candidate, units),
         name=re.sub(r"\W+", "_", candidate),
     )
@@ -421,24 +447,67 @@ def run_case(keras, kad_layers, case, settings, log):
     return record
 
 
+def _memory_kib():
+    """`(resident, peak resident)` of this process in KiB, and the method.
+
+    On Linux the peak is `VmHWM` from /proc/self/status, which
+    `_reset_peak_memory` can reset; elsewhere `ru_maxrss`, which never
+    resets (and `resident` is then unknown, None).
+    """
+    try:
+        status = pathlib.Path("/proc/self/status").read_text()
+        fields = dict(
+            re.findall(r"^(VmRSS|VmHWM):\s+(\d+) kB", status, re.MULTILINE)
+        )
+        return int(fields["VmRSS"]), int(fields["VmHWM"]), "VmHWM"
+    except (OSError, KeyError):
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        if sys.platform == "darwin":  # bytes there, KiB on Linux
+            peak //= 1024
+        return None, peak, "ru_maxrss"
+
+
+def _reset_peak_memory():
+    """Resets `VmHWM` to the current resident size (Linux >= 4.0)."""
+    try:
+        pathlib.Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
 def memory_child(case_name, candidate, mode):
-    """Runs in a fresh process: the memory of one model's training step."""
+    """Runs in a fresh process: the memory of one model's training step.
+
+    Prints one `MEMORY_RESULT {json}` line with, in MiB:
+    `first_step_peak_increase`, the peak resident size during the first
+    step (tracing and compilation included) over the resident size just
+    before it; `step_peak_increase`, the same over the next steps, with the
+    peak reset after the first (what a step allocates beyond what stays
+    resident between steps).
+    """
     keras, kad_layers = _import_keras()
     case = next(c for c in cases_for(mode) if c[0] == case_name)
     model, x, y = make_model(keras, kad_layers, case, candidate)
     # Optimizer variables exist before the first step is measured.
     model.optimizer.build(model.trainable_variables)
-    rss = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # noqa
-    before = rss()
+    resettable = _reset_peak_memory()
+    before, peak_before, method = _memory_kib()
+    if before is None:
+        before = peak_before
     model.train_on_batch(x, y)
-    after_first = rss()
+    after_first, first_peak, _ = _memory_kib()
+    if after_first is None or not _reset_peak_memory():
+        after_first = first_peak
     for _ in range(MEMORY_STEPS - 1):
         model.train_on_batch(x, y)
-    after = rss()
+    _, steps_peak, _ = _memory_kib()
+    mib = 1024.0
     result = {
-        "peak_rss_before_mib": before / 1024,
-        "peak_rss_increase_first_step_mib": (after_first - before) / 1024,
-        "peak_rss_increase_mib": (after - before) / 1024,
+        "method": method if resettable else "ru_maxrss",
+        "resident_before_mib": before / mib,
+        "first_step_peak_increase_mib": max(first_peak - before, 0) / mib,
+        "step_peak_increase_mib": max(steps_peak - after_first, 0) / mib,
     }
     if keras.backend.backend() == "jax":
         result.update(_xla_memory_analysis(keras, model, x, y))
@@ -503,10 +572,13 @@ def measure_memory(case, mode, settings_memory, log):
             )
         results[candidate] = json.loads(lines[-1][len("MEMORY_RESULT "):])
         log(f"[{case[0]}] memory {candidate}: "
-            f"{results[candidate]['peak_rss_increase_mib']:.1f} MiB")
+            f"{results[candidate]['first_step_peak_increase_mib']:.1f} MiB "
+            "first step, "
+            f"{results[candidate]['step_peak_increase_mib']:.1f} MiB after")
     base = results[candidates_of(case[1])[0]]
     for entry in results.values():
-        for key in ("peak_rss_increase_mib", "xla_total_mib"):
+        for key in ("first_step_peak_increase_mib", "step_peak_increase_mib",
+                    "xla_total_mib"):
             if key in entry and base.get(key):
                 entry[key.replace("_mib", "_ratio")] = entry[key] / base[key]
     return results
@@ -673,15 +745,19 @@ def format_tables(result):
                 f"{i['median_time_s'] * 1e3:9.2f}"
             )
         if case.get("memory"):
-            lines.append("  peak memory of a training step (MiB, ratio):")
+            lines.append("  peak memory increase of a training step (MiB, "
+                         "ratio): first step, later steps[, XLA buffers]")
             for name, entry in case["memory"].items():
                 extra = ""
                 if "xla_total_mib" in entry:
-                    extra = (f"   XLA {entry['xla_total_mib']:8.1f} "
+                    extra = (f"   {entry['xla_total_mib']:8.1f} "
                              f"{_ratio(entry.get('xla_total_ratio')):>6s}")
                 lines.append(
-                    f"    {name:32s} {entry['peak_rss_increase_mib']:8.1f} "
-                    f"{_ratio(entry.get('peak_rss_increase_ratio')):>6s}"
+                    f"    {name:32s} "
+                    f"{entry['first_step_peak_increase_mib']:8.1f} "
+                    f"{_ratio(entry.get('first_step_peak_increase_ratio')):>6s}"
+                    f"   {entry['step_peak_increase_mib']:8.1f} "
+                    f"{_ratio(entry.get('step_peak_increase_ratio')):>6s}"
                     + extra
                 )
     lines.append("")
@@ -746,6 +822,9 @@ def run_benchmark(args):
             "train_step": "model.train_on_batch(x, y), x and y backend "
                           "tensors; time per step = round time / steps",
             "inference_step": "model.predict_on_batch(x)",
+            "model": "Input -> trainable per-feature scale (so that the "
+                     "input gradient of the measured layer is computed) "
+                     "-> the candidate's layers",
             "interleaving": "all models of a case in every round, the order "
                             "rotated by one each round",
             "environment": {
@@ -840,8 +919,9 @@ def markdown_report(results):
             out.append("")
             out.append("Peak memory of a training step (see Method):")
             out.append("")
-            header = "| case | model | peak RSS increase, MiB | ratio |"
-            rule = "|---|---|---:|---:|"
+            header = ("| case | model | first step, MiB | ratio | "
+                      "later steps, MiB | ratio |")
+            rule = "|---|---|---:|---:|---:|---:|"
             if has_xla:
                 header += " XLA buffers, MiB | ratio |"
                 rule += "---:|---:|"
@@ -851,8 +931,10 @@ def markdown_report(results):
                 for name, entry in case["memory"].items():
                     row = (
                         f"| {case['name']} | `{name}` | "
-                        f"{entry['peak_rss_increase_mib']:.1f} | "
-                        f"{_ratio(entry.get('peak_rss_increase_ratio'))} |"
+                        f"{entry['first_step_peak_increase_mib']:.1f} | "
+                        f"{_ratio(entry.get('first_step_peak_increase_ratio'))}"
+                        f" | {entry['step_peak_increase_mib']:.1f} | "
+                        f"{_ratio(entry.get('step_peak_increase_ratio'))} |"
                     )
                     if has_xla:
                         row += (
