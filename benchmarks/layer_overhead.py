@@ -577,11 +577,24 @@ def measure_memory(case, mode, settings_memory, log):
             f"{results[candidate]['step_peak_increase_mib']:.1f} MiB after")
     base = results[candidates_of(case[1])[0]]
     for entry in results.values():
-        for key in ("first_step_peak_increase_mib", "step_peak_increase_mib",
-                    "xla_total_mib"):
-            if key in entry and base.get(key):
-                entry[key.replace("_mib", "_ratio")] = entry[key] / base[key]
+        for key in MEMORY_KEYS:
+            ratio = _memory_ratio(entry, base, key)
+            if ratio is not None:
+                entry[key.replace("_mib", "_ratio")] = ratio
     return results
+
+
+MEMORY_KEYS = (
+    "first_step_peak_increase_mib", "step_peak_increase_mib", "xla_total_mib"
+)
+# Below this, a baseline's memory figure is noise: no ratio is given.
+MEMORY_RATIO_FLOOR_MIB = 8.0
+
+
+def _memory_ratio(entry, base, key):
+    if key not in entry or base.get(key, 0.0) < MEMORY_RATIO_FLOOR_MIB:
+        return None
+    return entry[key] / base[key]
 
 
 def cases_for(mode):
@@ -747,19 +760,14 @@ def format_tables(result):
         if case.get("memory"):
             lines.append("  peak memory increase of a training step (MiB, "
                          "ratio): first step, later steps[, XLA buffers]")
+            base = case["memory"][case["baseline"]]
             for name, entry in case["memory"].items():
-                extra = ""
-                if "xla_total_mib" in entry:
-                    extra = (f"   {entry['xla_total_mib']:8.1f} "
-                             f"{_ratio(entry.get('xla_total_ratio')):>6s}")
-                lines.append(
-                    f"    {name:32s} "
-                    f"{entry['first_step_peak_increase_mib']:8.1f} "
-                    f"{_ratio(entry.get('first_step_peak_increase_ratio')):>6s}"
-                    f"   {entry['step_peak_increase_mib']:8.1f} "
-                    f"{_ratio(entry.get('step_peak_increase_ratio')):>6s}"
-                    + extra
-                )
+                cells = [
+                    f"{entry[key]:8.1f} "
+                    f"{_ratio(_memory_ratio(entry, base, key)):>6s}"
+                    for key in MEMORY_KEYS if key in entry
+                ]
+                lines.append(f"    {name:32s} " + "   ".join(cells))
     lines.append("")
     lines.append("targets (median ratio in this run):")
     for target in result["targets"]:
@@ -917,7 +925,9 @@ def markdown_report(results):
             has_xla = any("xla_total_mib" in e for c in memory_cases
                           for e in c["memory"].values())
             out.append("")
-            out.append("Peak memory of a training step (see Method):")
+            out.append("Peak memory increase of a training step (see "
+                       "Method; no ratio where the baseline's figure is "
+                       f"under {MEMORY_RATIO_FLOOR_MIB:.0f} MiB):")
             out.append("")
             header = ("| case | model | first step, MiB | ratio | "
                       "later steps, MiB | ratio |")
@@ -927,21 +937,18 @@ def markdown_report(results):
                 rule += "---:|---:|"
             out.append(header)
             out.append(rule)
+            keys = MEMORY_KEYS if has_xla else MEMORY_KEYS[:2]
             for case in memory_cases:
+                base = case["memory"][case["baseline"]]
                 for name, entry in case["memory"].items():
-                    row = (
-                        f"| {case['name']} | `{name}` | "
-                        f"{entry['first_step_peak_increase_mib']:.1f} | "
-                        f"{_ratio(entry.get('first_step_peak_increase_ratio'))}"
-                        f" | {entry['step_peak_increase_mib']:.1f} | "
-                        f"{_ratio(entry.get('step_peak_increase_ratio'))} |"
-                    )
-                    if has_xla:
-                        row += (
-                            f" {entry.get('xla_total_mib', math.nan):.1f} | "
-                            f"{_ratio(entry.get('xla_total_ratio'))} |"
-                        )
-                    out.append(row)
+                    cells = [
+                        f"{entry[key]:.1f} | "
+                        f"{_ratio(_memory_ratio(entry, base, key))}"
+                        if key in entry else "n/a | n/a"
+                        for key in keys
+                    ]
+                    out.append(f"| {case['name']} | `{name}` | "
+                               + " | ".join(cells) + " |")
         out.append("")
         out.append("Targets:")
         out.append("")
