@@ -58,6 +58,8 @@ SEARCH_DONE_JSON = "search_done.json"
 # `--worker-timeout` seconds to the next worker that asks for one.
 HEARTBEAT_DIR = "heartbeats"
 DEFAULT_WORKER_TIMEOUT_S = 600
+# How long the chief's oracle pauses a worker told to wait for a trial.
+IDLE_PAUSE_S = 0.5
 EVAL_BATCH_SIZE = 512
 # Offsets the seed of search trial `i` from the study's search seed.
 TRIAL_SEED_BASE = 100_000
@@ -757,6 +759,25 @@ def _recovering_oracle_class(oracle_cls):
     import keras_tuner
 
     class RecoveringOracle(oracle_cls):
+        @keras_tuner.synchronized
+        def create_trial(self, tuner_id):
+            """As KerasTuner's, but a worker is not sent away too early.
+
+            Once `max_trials` trials exist, KerasTuner stops every worker
+            that asks for another. While a trial of another worker is still
+            running, that worker may yet die and its trial come back to the
+            retry queue: the asking worker is then told to wait (`IDLE`,
+            after a short pause) instead of stopped, so that someone is left
+            to take the trial over.
+            """
+            trial = super().create_trial(tuner_id)
+            waiting_for = [t for t in self.ongoing_trials if t != tuner_id]
+            if trial.status == "STOPPED" and waiting_for:
+                self.tuner_ids.add(tuner_id)
+                trial.status = "IDLE"
+                time.sleep(IDLE_PAUSE_S)
+            return trial
+
         @keras_tuner.synchronized
         def release_trial_of(self, tuner_id):
             """Requeues the ongoing trial of `tuner_id`; returns its id.

@@ -67,7 +67,7 @@ def test_chief_and_two_workers_survive_a_killed_worker(tmp_path):
     study = common.write_study(tmp_path / "tiny.toml", max_trials=3)
     args = (study, "--data-dir", data_dir, "--results-dir",
             tmp_path / "results", "--runs-dir", tmp_path / "runs",
-            "--worker-timeout", "6")
+            "--worker-timeout", "20")
     port = _free_port_pair()
     logs = {name: tmp_path / f"{name}.log"
             for name in ("chief", "worker0", "worker1")}
@@ -89,6 +89,8 @@ def test_chief_and_two_workers_survive_a_killed_worker(tmp_path):
         assert f"{killed} done" not in content, content
 
         # The chief hands the dead worker's trial to worker1; nothing stalls.
+        # The timeout is long enough for worker1 to have asked for a trial
+        # past `max_trials` before the handover: it must wait, not leave.
         for name in ("chief", "worker1"):
             assert procs[name].wait(timeout=600) == 0, logs[name].read_text()
     finally:
