@@ -601,7 +601,7 @@ def _make_tuner(label, max_trials, search_seed, start, **kwargs):
     return ArmTuner(**kwargs)
 
 
-def train_and_evaluate(study, arm, hp_values, data, seed):
+def train_and_evaluate(study, arm, hp_values, data, seed, inspect=None):
     """Trains one arm from scratch with fixed hyperparameters and one seed.
 
     Args:
@@ -611,6 +611,8 @@ def train_and_evaluate(study, arm, hp_values, data, seed):
             `optimizer`, and `kernel_scale` for our arms).
         data: a `datasets.Dataset`.
         seed: int, given to `keras.utils.set_random_seed`.
+        inspect: optional function `inspect(model, phase)`, called with
+            `phase="init"` before training and `"trained"` after it.
 
     Returns:
         dict: the `RUN_METRICS` and `history`, a list of per-epoch dicts.
@@ -625,6 +627,8 @@ def train_and_evaluate(study, arm, hp_values, data, seed):
     keras.backend.clear_session()
     keras.utils.set_random_seed(int(seed))
     model = hypermodel.build(hp)
+    if inspect is not None:
+        inspect(model, "init")
     t0 = time.perf_counter()
     history = model.fit(
         data.x_train,
@@ -635,6 +639,8 @@ def train_and_evaluate(study, arm, hp_values, data, seed):
         verbose=0,
     )
     wall_time = time.perf_counter() - t0
+    if inspect is not None:
+        inspect(model, "trained")
     test_loss, test_accuracy = model.evaluate(
         data.x_test, data.y_test, batch_size=EVAL_BATCH_SIZE, verbose=0
     )

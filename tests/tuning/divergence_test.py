@@ -1,0 +1,36 @@
+import shutil
+
+import pytest
+
+from tests.tuning import common
+from tuning import divergence
+from tuning import records
+
+
+@pytest.mark.slow
+@pytest.mark.requires_backend("tensorflow")
+def test_divergence_of_the_smoke_study(tmp_path):
+    data_dir = common.write_image_folder(tmp_path / "cifar10")
+    shutil.copytree(records.REPO_ROOT + "/tuning/results/smoke",
+                    tmp_path / "results" / "smoke")
+    status = divergence.main(["smoke", "--data-dir", data_dir,
+                              "--results-dir", str(tmp_path / "results")])
+    assert status == 0
+    out = tmp_path / "results" / "smoke"
+    rows = records.read_csv(out / "divergence.csv")
+    # Two arms x two phases x (2 hidden layers + the output layer).
+    assert len(rows) == 2 * 2 * 3
+    by = {(r["arm"], r["phase"], r["position"]): r for r in rows}
+    # The affine-like hidden layers step at about the ideal rate; Dense's
+    # first layer at about |x|^2 + 1 (3072 standardised pixels).
+    assert 0.5 < float(by[("affine_like", "init", "0")]["mean_scale"]) < 2
+    assert float(by[("dense", "init", "0")]["mean_scale"]) > 100
+    assert "| affine_like | trained |" in (out / "divergence.md").read_text()
+
+
+def test_divergence_needs_a_finished_mlp_study(tmp_path, capsys):
+    assert divergence.main(["smoke", "--results-dir", str(tmp_path)]) == 2
+    assert "Expected a finished study" in capsys.readouterr().err
+    assert divergence.main(["cifar10-cnn", "--results-dir",
+                            str(tmp_path)]) == 2
+    assert "Expected an MLP study" in capsys.readouterr().err

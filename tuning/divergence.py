@@ -1,0 +1,180 @@
+"""The affine divergence of each arm of a finished MLP study, measured.
+
+    python -m tuning.divergence STUDY [--condition NAME ...] [--data-dir DIR]
+        [--results-dir DIR] [--seed N] [--batch N]
+
+For each (condition, arm) of a finished study, retrains the arm's recorded
+best setting with one seed (as `tuning.sweep` did) and, at initialisation and
+after training, runs `keras_affine_div.diagnostics.alignment_report` on one
+batch of validation images: one plain SGD step per layer, the effective
+learning-rate multiplier `scale` of every sample against the ideal step,
+summarised per layer by its mean, its coefficient of variation (the sample
+dependence the theory is about) and the mean cosine. Writes
+`divergence.csv` (one row per layer and phase) and `divergence.md` (one row
+per arm and phase: the hidden layers averaged, the plain output layer
+apart) into the study's results folder.
+"""
+
+import argparse
+import os
+import shlex
+import sys
+
+# Before TensorFlow is imported (by tensorflow-datasets or the backend).
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+
+from tuning import records  # noqa: E402
+from tuning import study as study_module  # noqa: E402
+from tuning import sweep  # noqa: E402
+
+COLUMNS = (
+    "condition", "arm", "seed", "phase", "layer", "class", "position",
+    "mean_scale", "std_scale", "cv_scale", "mean_cosine", "batch",
+    "test_accuracy", "backend",
+)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = argparse.ArgumentParser(prog="python -m tuning.divergence")
+    parser.add_argument("study")
+    parser.add_argument("--condition", action="append", metavar="NAME",
+                        help="only this condition (repeatable)")
+    parser.add_argument("--data-dir")
+    parser.add_argument("--results-dir", default=sweep.DEFAULT_RESULTS_DIR)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--batch", type=int, default=None,
+                        help="diagnostic batch size (default: the study's)")
+    args = parser.parse_args(argv)
+    command = " ".join(shlex.quote(a) for a in
+                       ["python", "-m", "tuning.divergence", *argv])
+    try:
+        run(args, command)
+    except (sweep.SweepError, study_module.StudyError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def run(args, command):
+    import keras
+
+    from keras_affine_div import diagnostics
+
+    study = study_module.load_study(args.study)
+    if study.family != "mlp":
+        raise sweep.SweepError(
+            "Expected an MLP study. Received: "
+            f"study={study.name!r}, family={study.family!r}"
+        )
+    out_dir = os.path.join(args.results_dir, study.results_name)
+    runs = records.read_csv(os.path.join(out_dir, sweep.TRIALS_CSV))
+    if not runs:
+        raise sweep.SweepError(
+            "Expected a finished study with rows in trials.csv. Received: "
+            f"results folder={out_dir!r}"
+        )
+    conditions = [c for c in study.conditions()
+                  if not args.condition or c.name in args.condition]
+    if not conditions:
+        raise sweep.SweepError(
+            "Expected conditions of the study. Received: "
+            f"condition={args.condition!r}"
+        )
+    backend = keras.backend.backend()
+    rows = []
+    for condition in conditions:
+        at = study.at(condition)
+        data = sweep.load_data(at, args.data_dir)
+        batch = args.batch or at.fixed["batch_size"]
+        x, y = data.x_val[:batch], data.y_val[:batch]
+        for arm in study.arms:
+            recorded = [r for r in runs
+                        if r.get("condition", "") == condition.name
+                        and r["arm"] == arm and r["seed"] == str(args.seed)]
+            if not recorded:
+                sweep._log(f"[divergence] {condition.name} {arm}: no run "
+                           f"with seed {args.seed}, skipped")
+                continue
+            hp_values = {"learning_rate": float(recorded[0]["learning_rate"]),
+                         "optimizer": recorded[0]["optimizer"]}
+            if recorded[0].get("kernel_scale"):
+                hp_values["kernel_scale"] = float(recorded[0]["kernel_scale"])
+            measured = []
+
+            def inspect(model, phase):
+                report = diagnostics.alignment_report(
+                    model, x, y, model.loss
+                )
+                for position, row in enumerate(report):
+                    measured.append({**row, "phase": phase,
+                                     "position": position})
+
+            result = sweep.train_and_evaluate(
+                at, arm, hp_values, data, args.seed, inspect=inspect
+            )
+            for m in measured:
+                rows.append({
+                    "condition": condition.name, "arm": arm,
+                    "seed": args.seed, "layer": m["layer"],
+                    "class": m["class"], "phase": m["phase"],
+                    "position": m["position"], "mean_scale": m["mean_scale"],
+                    "std_scale": m["std_scale"], "cv_scale": m["cv_scale"],
+                    "mean_cosine": m["mean_cosine"], "batch": batch,
+                    "test_accuracy": result["test_accuracy"],
+                    "backend": backend,
+                })
+            sweep._log(f"[divergence] {condition.name or study.name} {arm}: "
+                       f"test accuracy {result['test_accuracy']:.4f} "
+                       f"(recorded {float(recorded[0]['test_accuracy']):.4f})")
+    records.write_csv(os.path.join(out_dir, "divergence.csv"), COLUMNS, rows)
+    records.write_atomic(os.path.join(out_dir, "divergence.md"),
+                         render(rows, study, command, backend))
+    sweep._log(f"wrote {os.path.join(out_dir, 'divergence.md')}")
+
+
+def render(rows, study, command, backend):
+    """`divergence.md`: per (condition, arm, phase), hidden layers averaged."""
+    lines = [
+        f"# Affine divergence per arm: {study.results_name}",
+        "",
+        f"Command: `{command}` (backend {backend}). Each arm's recorded best "
+        "setting, seed 0, one batch of validation images; one SGD step per "
+        "layer. `scale`: the effective learning-rate multiplier of a sample "
+        "(1 = the ideal step); `cv`: its coefficient of variation across the "
+        "batch; `cos`: the cosine between the actual and the ideal step. "
+        "Hidden layers are averaged; the plain `Dense` output layer is "
+        "shown apart.",
+        "",
+        "| condition | arm | phase | hidden: mean scale | hidden: cv | "
+        "hidden: cos | output: mean scale | output: cv |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    keys = []
+    for r in rows:
+        key = (r["condition"], r["arm"], r["phase"])
+        if key not in keys:
+            keys.append(key)
+    for condition, arm, phase in keys:
+        layers = [r for r in rows if (r["condition"], r["arm"], r["phase"])
+                  == (condition, arm, phase)]
+        hidden, head = layers[:-1], layers[-1]
+        lines.append(
+            f"| {condition or '-'} | {arm} | {phase} "
+            f"| {_mean(r['mean_scale'] for r in hidden):.3g} "
+            f"| {_mean(r['cv_scale'] for r in hidden):.3g} "
+            f"| {_mean(r['mean_cosine'] for r in hidden):.3f} "
+            f"| {float(head['mean_scale']):.3g} "
+            f"| {float(head['cv_scale']):.3g} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _mean(values):
+    values = [float(v) for v in values]
+    return sum(values) / len(values) if values else float("nan")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
