@@ -473,6 +473,7 @@ def search_arm(study, arm, index, data, runs_dir, role, start,
     """
     import keras_tuner
 
+    _atomic_keras_tuner_writes()
     s = study.search
     objective = keras_tuner.Objective("val_accuracy", direction="max")
     oracle_cls = (
@@ -728,6 +729,36 @@ def reproduce(study, args):
         flush=True,
     )
     return result
+
+
+def _atomic_keras_tuner_writes():
+    """Makes KerasTuner write its JSON state atomically.
+
+    KerasTuner 1.4.8 writes `oracle.json`, `tuner0.json` and every
+    `trial.json` in place (`keras_tuner.src.utils.save_json`, which every
+    one of its writers calls through the module): a SIGKILL in the middle
+    of a write leaves an empty or truncated file that the next run cannot
+    reload. This routes local writes through a temporary file and
+    `os.replace`, so a file is always either the old or the new state.
+    Remote paths (`gs://...`) keep KerasTuner's own writer.
+    """
+    import json
+
+    from keras_tuner.src import utils as kt_utils
+
+    original = kt_utils.save_json
+    if getattr(original, "_atomic", False):
+        return
+
+    def save_json(path, obj):
+        if "://" in str(path):
+            return original(path, obj)
+        text = json.dumps(obj)
+        records.write_atomic(str(path), text)
+        return text
+
+    save_json._atomic = True
+    kt_utils.save_json = save_json
 
 
 # Distributed mode.

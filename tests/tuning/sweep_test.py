@@ -1,6 +1,7 @@
 """The runner end to end, on a tiny synthetic CIFAR-10 image folder."""
 
 import json
+import os
 import signal
 import subprocess
 import threading
@@ -317,3 +318,26 @@ def test_bad_input_from_the_command_line(tmp_path):
     assert "--seeds: expected a positive integer. Received: '0'" in (
         proc.stderr
     )
+
+
+def test_keras_tuner_state_is_written_atomically(tmp_path, monkeypatch):
+    from keras_tuner.src import utils as kt_utils
+    from keras_tuner.src.engine import stateful
+
+    sweep._atomic_keras_tuner_writes()
+    # KerasTuner's writers call it through the module: they get ours.
+    assert stateful.utils.save_json is kt_utils.save_json
+    assert kt_utils.save_json._atomic
+    path = tmp_path / "oracle.json"
+    kt_utils.save_json(str(path), {"state": 1})
+    assert kt_utils.load_json(str(path)) == {"state": 1}
+
+    def killed(*args):
+        raise KeyboardInterrupt("killed mid-write")
+
+    monkeypatch.setattr(os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        kt_utils.save_json(str(path), {"state": 2})
+    # The old state is intact and no temporary file is left behind.
+    assert kt_utils.load_json(str(path)) == {"state": 1}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["oracle.json"]
