@@ -240,6 +240,7 @@ def run(study, args, command):
     """
     import keras
 
+    git_at_start = records.git_state()
     role = distributed_role()
     backend = keras.backend.backend()
     runs_dir = os.path.join(args.runs_dir, study.results_name)
@@ -357,7 +358,8 @@ def run(study, args, command):
         conditions=[c.name for c in conditions] if study.grid else None,
     )
     summary = _summary(study, datas, backend, command, runs_list, tuners,
-                       role, time.perf_counter() - start)
+                       role, time.perf_counter() - start,
+                       git_at_start=git_at_start)
     records.write_json(os.path.join(out_dir, SUMMARY_JSON), summary)
     _log(f"results: {out_dir} ({TRIALS_CSV}, {SEARCH_TRIALS_CSV}, "
          f"{CURVES_CSV}, {SUMMARY_JSON}, "
@@ -1081,9 +1083,16 @@ def _ordered(study, runs):
     return sorted(runs.values(), key=key)
 
 
-def _summary(study, datas, backend, command, runs, tuners, role, wall_time):
-    """summary.json; per arm, or per condition and arm with a grid."""
-    commit, dirty = records.git_state()
+def _summary(study, datas, backend, command, runs, tuners, role, wall_time,
+             git_at_start=None):
+    """summary.json; per arm, or per condition and arm with a grid.
+
+    `git_commit` and `git_dirty` are the repository's state when the run
+    started (the code that ran); `git_commit_at_end` is added when the
+    repository moved during the run.
+    """
+    commit_at_end, dirty_at_end = records.git_state()
+    commit, dirty = git_at_start or (commit_at_end, dirty_at_end)
     conditions = {}
     for condition in study.conditions():
         arms = {}
@@ -1112,6 +1121,8 @@ def _summary(study, datas, backend, command, runs, tuners, role, wall_time):
         "versions": records.library_versions(backend),
         "git_commit": commit,
         "git_dirty": dirty,
+        **({"git_commit_at_end": commit_at_end}
+           if commit_at_end != commit else {}),
         "command": command,
         "distributed": role is not None,
     }
