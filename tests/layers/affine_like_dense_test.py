@@ -115,26 +115,18 @@ def test_huge_input_does_not_overflow_in_float16():
     assert np.all(np.isfinite(grad))
 
 
-def _last_preactivation_rms(layer_factory, depth=10, width=512):
-    x = np.random.default_rng(4).standard_normal((256, 3072)).astype(
-        "float32"
-    )
-    h = keras.ops.convert_to_tensor(x)
-    for i in range(depth):
-        z = layer_factory(width)(h)
-        h = keras.ops.tanh(z)
-    return float(np.sqrt(np.mean(testing.to_numpy(z) ** 2)))
-
-
 def test_default_initialisation_keeps_deep_stack_at_unit_scale():
-    rms = _last_preactivation_rms(AffineLikeDense)
+    rms = common.last_preactivation_rms(
+        lambda: AffineLikeDense(512), (256, 3072)
+    )
     assert 0.2 < rms < 5, rms
 
 
 def test_glorot_initialisation_would_vanish():
     # The bar above can fail: with a Glorot kernel the stack vanishes.
-    rms = _last_preactivation_rms(
-        lambda units: AffineLikeDense(units, kernel_initializer="glorot_normal")
+    rms = common.last_preactivation_rms(
+        lambda: AffineLikeDense(512, kernel_initializer="glorot_normal"),
+        (256, 3072),
     )
     assert rms < 0.2, rms
 

@@ -89,3 +89,19 @@ CONV_CASES = [
     ("channels_first_strides2_groups2", {"kernel_size": 3, "strides": 2, "groups": 2, "data_format": "channels_first"}, (2, 4, 7, 6)),
 ]
 CONV_IDS = [case[0] for case in CONV_CASES]
+
+
+def last_preactivation_rms(make_layer, input_shape, depth=10):
+    """RMS of the last pre-activation of a `depth`-layer tanh stack.
+
+    `make_layer()` returns a fresh layer; the input is unit-variance noise
+    of `input_shape` with a fixed seed.
+    """
+    x = np.random.default_rng(4).standard_normal(input_shape).astype(
+        "float32"
+    )
+    h = keras.ops.convert_to_tensor(x)
+    for _ in range(depth):
+        z = make_layer()(h)
+        h = keras.ops.tanh(z)
+    return float(np.sqrt(np.mean(to_numpy(z) ** 2)))
