@@ -8,6 +8,7 @@ that the four layers cannot drift apart.
 import keras
 from keras import ops
 
+from keras_affine_div import _backend
 from keras_affine_div.layers import _validation
 
 
@@ -158,15 +159,45 @@ class BaseDivergenceDense(_BaseDivergenceLayer):
         config["units"] = self.units
         return config
 
-    def _normalized_inputs(self, inputs, offset):
-        """`x / sqrt(|x|^2 + offset)` in the compute dtype, and that factor.
+    def _divided_matmul(self, inputs, offset, divide_bias):
+        """`x . kernel / sqrt(|x|^2 + offset)`, plus the bias.
 
-        The norm is taken over the last axis in float32 (float64 for a
-        float64 layer), so that `|x|^2` cannot overflow in float16.
+        The bias is divided too if `divide_bias` (the affine-like layer),
+        else added after the division (the norm-like layer). `|x|^2` is
+        taken over the last axis in float32 (float64 for a float64 layer).
+
+        Where the division happens is chosen for cost and range, with the
+        same result up to rounding:
+
+        - float32 and float64 layers with `units <= input_dim` scale the
+          matmul's output, the smaller of the two tensors: one elementwise
+          pass over `(batch, units)` instead of `(batch, input_dim)`, each
+          way;
+        - otherwise the input is scaled before the matmul. In float16 this
+          is required: `x . kernel` of an unscaled input could overflow
+          where the scaled one cannot.
         """
-        x = ops.cast(inputs, statistics_dtype(self.compute_dtype))
-        scale = ops.rsqrt(ops.sum(ops.square(x), axis=-1, keepdims=True) + offset)
-        return ops.cast(x * scale, self.compute_dtype), scale
+        stats_dtype = statistics_dtype(self.compute_dtype)
+        x = ops.cast(inputs, stats_dtype)
+        scale = ops.rsqrt(_backend.squared_norm(x, axis=-1) + offset)
+        scale_outputs = (
+            stats_dtype == self.compute_dtype
+            and self.units <= self.kernel.shape[0]
+        )
+        if scale_outputs:
+            outputs = ops.matmul(inputs, self.kernel)
+            if self.use_bias and divide_bias:
+                outputs = outputs + self.bias
+            outputs = outputs * scale
+        else:
+            x = ops.cast(x * scale, self.compute_dtype)
+            outputs = ops.matmul(x, self.kernel)
+            if self.use_bias and divide_bias:
+                scale = ops.cast(scale, self.compute_dtype)
+                outputs = outputs + scale * self.bias
+        if self.use_bias and not divide_bias:
+            outputs = outputs + self.bias
+        return outputs
 
 
 class BaseDivergenceConv2D(_BaseDivergenceLayer):
@@ -326,17 +357,22 @@ class BaseDivergenceConv2D(_BaseDivergenceLayer):
         """
         channel_axis = self._channel_axis
         x = ops.cast(inputs, statistics_dtype(self.compute_dtype))
-        squares = ops.square(x)
         if self.groups == 1:
-            squares = ops.sum(squares, axis=channel_axis, keepdims=True)
+            squares = _backend.squared_norm(x, axis=channel_axis)
         else:
-            shape = ops.shape(squares)
+            shape = ops.shape(x)
             if self.data_format == "channels_last":
                 grouped = (shape[0], shape[1], shape[2], self.groups, -1)
-                squares = ops.sum(ops.reshape(squares, grouped), axis=-1)
+                squares = _backend.squared_norm(
+                    ops.reshape(x, grouped), axis=-1
+                )
+                squares = ops.squeeze(squares, axis=-1)
             else:
                 grouped = (shape[0], self.groups, -1, shape[2], shape[3])
-                squares = ops.sum(ops.reshape(squares, grouped), axis=2)
+                squares = _backend.squared_norm(
+                    ops.reshape(x, grouped), axis=2
+                )
+                squares = ops.squeeze(squares, axis=2)
         # A ones kernel with one input channel per group: a grouped
         # convolution that sums each group's squares over its window.
         ones = ops.ones(self.kernel_size + (1, self.groups), dtype=x.dtype)

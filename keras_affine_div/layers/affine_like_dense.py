@@ -20,9 +20,12 @@ class AffineLikeDense(_base.BaseDivergenceDense):
     L2 normalisation of the augmented vector `[x, 1]` followed by an affine
     map), and it has no singularity at `x = 0`.
 
-    It is computed as `(x / n) @ kernel + bias / n` with `n = sqrt(|x|^2 + 1)`
-    taken in float32, so that a large input cannot overflow under
-    `mixed_float16`. Gradients flow through `n`.
+    `n = sqrt(|x|^2 + 1)` is taken in float32 whatever the dtype policy.
+    A float32 layer divides the matmul's output when it is the smaller
+    tensor (`units <= input_dim`); otherwise, and always under
+    `mixed_float16` or `mixed_bfloat16`, the layer computes
+    `(x / n) @ kernel + bias / n`, so that a large input cannot overflow.
+    Gradients flow through `n`.
 
     Args:
         units: Positive integer, dimensionality of the output space.
@@ -104,12 +107,7 @@ class AffineLikeDense(_base.BaseDivergenceDense):
         )
 
     def call(self, inputs):
-        x, scale = self._normalized_inputs(inputs, 1.0)
-        outputs = keras.ops.matmul(x, self.kernel)
-        if self.use_bias:
-            outputs = outputs + keras.ops.cast(scale, self.compute_dtype) * (
-                self.bias
-            )
+        outputs = self._divided_matmul(inputs, 1.0, divide_bias=True)
         if self.activation is not None:
             outputs = self.activation(outputs)
         return outputs

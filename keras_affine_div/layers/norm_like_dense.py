@@ -21,8 +21,11 @@ class NormLikeDense(_base.BaseDivergenceDense):
     sphere, so their radial information is lost. `epsilon` keeps the value
     and the gradient finite at `x = 0`.
 
-    The norm is computed in float32 whatever the dtype policy. Gradients flow
-    through it.
+    The norm is computed in float32 whatever the dtype policy. A float32
+    layer divides the matmul's output, `(x @ kernel) / n + bias`, when it is
+    the smaller tensor (`units <= input_dim`); otherwise, and always under
+    a mixed-precision policy, it normalises the input first. Gradients flow
+    through the norm.
 
     Args:
         units: Positive integer, dimensionality of the output space.
@@ -108,10 +111,9 @@ class NormLikeDense(_base.BaseDivergenceDense):
         self.epsilon = epsilon
 
     def call(self, inputs):
-        x, _ = self._normalized_inputs(inputs, self.epsilon)
-        outputs = keras.ops.matmul(x, self.kernel)
-        if self.use_bias:
-            outputs = outputs + self.bias
+        outputs = self._divided_matmul(
+            inputs, self.epsilon, divide_bias=False
+        )
         if self.activation is not None:
             outputs = self.activation(outputs)
         return outputs
