@@ -24,9 +24,9 @@ as fill about `--round-seconds`, calibrated during warm-up) and records the
 time per step.
 
 Peak memory of a training step (conv cases) is measured in a fresh process
-per model: the increase of the process' peak resident set size
-(`resource.getrusage(...).ru_maxrss`) over three training steps, from just
-before the first one. On JAX the compiled training step's own buffers, from
+per model: the increase of the process' peak resident set size (`VmHWM`,
+reset through /proc/self/clear_refs) during the first training step, and
+during the next two. On JAX the compiled training step's own buffers, from
 XLA's `memory_analysis()`, are reported too. See benchmarks/README.md for
 what these numbers include.
 
@@ -663,8 +663,10 @@ def git_commit():
     head = git("rev-parse", "HEAD")
     if head.returncode != 0:
         return {"commit": None, "dirty": None}
+    # Modified only if the code that ran differs from the commit: the
+    # package and the benchmark scripts, not the results or the README.
     dirty = git("diff", "--quiet", "HEAD", "--", "keras_affine_div",
-                "benchmarks").returncode != 0
+                "benchmarks/*.py").returncode != 0
     return {"commit": head.stdout.strip(), "dirty": dirty}
 
 

@@ -156,3 +156,27 @@ def test_naive_patch_norm_computes_patch_norm_conv2d(kind, padding):
         rtol=1e-4, atol=1e-5,
     )
     assert tuple(expected.shape) == tuple(naive(x).shape)
+
+
+def test_git_commit_is_modified_only_by_code(tmp_path, monkeypatch):
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True,
+                       capture_output=True)
+
+    git("init", "-q")
+    for path in ("keras_affine_div/core.py", "benchmarks/bench.py",
+                 "benchmarks/README.md", "benchmarks/results/run.json"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("original\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c")
+    monkeypatch.setattr(layer_overhead, "REPO_ROOT", tmp_path)
+    assert layer_overhead.git_commit()["dirty"] is False
+    # A run rewrites results, and the README may be edited meanwhile.
+    (tmp_path / "benchmarks/results/run.json").write_text("new\n")
+    (tmp_path / "benchmarks/README.md").write_text("new\n")
+    assert layer_overhead.git_commit()["dirty"] is False
+    for path in ("benchmarks/bench.py", "keras_affine_div/core.py"):
+        (tmp_path / path).write_text("changed\n")
+        assert layer_overhead.git_commit()["dirty"] is True
+        git("checkout", "--", path)
