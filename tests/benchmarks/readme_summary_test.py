@@ -1,0 +1,65 @@
+"""The cost table of the top-level README agrees with the committed runs.
+
+Its ranges are over the committed `benchmarks/results/cpu-2core-*.json`
+files (every backend and both shapes of a family); a rerun that changes
+them fails here until the README is updated.
+"""
+
+import json
+import pathlib
+import re
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+RESULTS = sorted((REPO_ROOT / "benchmarks" / "results").glob("cpu-2core-*.json"))
+
+# README row label -> (candidates, reference or None for the baseline).
+ROWS = {
+    "`AffineLikeDense`, `NormLikeDense`": (
+        ("AffineLikeDense", "NormLikeDense"), None),
+    "`Dense`+`LayerNormalization`": (("Dense+LayerNormalization",), None),
+    "`PatchNormConv2D`, `AffineLikeConv2D`": (
+        ("PatchNormConv2D", "AffineLikeConv2D"), None),
+    "`Conv2D`+`BatchNormalization`": (("Conv2D+BatchNormalization",), None),
+    "a naive PatchNorm built from extracted patches, against "
+    "`PatchNormConv2D`": (
+        ("NaivePatchNorm(extract_patches)",), "PatchNormConv2D"),
+}
+
+
+def _ranges(candidates, reference):
+    values = {"train": [], "inference": []}
+    for path in RESULTS:
+        result = json.loads(path.read_text())
+        if reference is None:
+            for case in result["cases"]:
+                for name in candidates:
+                    if name in case["candidates"]:
+                        for phase in values:
+                            values[phase].append(
+                                case["candidates"][name][phase]["median_ratio"]
+                            )
+        else:
+            for target in result["targets"]:
+                if (target["candidate"] in candidates
+                        and target["reference"] == reference):
+                    values[target["phase"]].append(target["median_ratio"])
+    return values
+
+
+def _format(values, places):
+    return f"{min(values):.{places}f}x to {max(values):.{places}f}x"
+
+
+def test_readme_cost_table_matches_committed_results():
+    assert len(RESULTS) == 3
+    readme = (REPO_ROOT / "README.md").read_text()
+    for label, (candidates, reference) in ROWS.items():
+        match = re.search(
+            r"^\| " + re.escape(label) + r" \| (.+?) \| (.+?) \|$",
+            readme, re.MULTILINE,
+        )
+        assert match, label
+        values = _ranges(candidates, reference)
+        places = 1 if reference else 2
+        assert match.group(1) == _format(values["train"], places), label
+        assert match.group(2) == _format(values["inference"], places), label
