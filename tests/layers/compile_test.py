@@ -1,4 +1,5 @@
-"""The layers train the same with and without `jit_compile=True`.
+"""The layers train the same with and without `jit_compile=True`, and
+export to a TensorFlow SavedModel.
 
 On TensorFlow and PyTorch the squared norms take a custom-gradient path
 outside XLA (`keras_affine_div._backend.squared_norm`) and the plain path
@@ -14,9 +15,8 @@ from keras_affine_div import layers
 from tests import testing
 
 
-def _fit_and_predict(jit_compile):
-    keras.utils.set_random_seed(0)
-    model = keras.Sequential(
+def _model():
+    return keras.Sequential(
         [
             keras.Input((6, 6, 4)),
             layers.PatchNormConv2D(4, 3, padding="same"),
@@ -26,6 +26,11 @@ def _fit_and_predict(jit_compile):
             layers.NormLikeDense(3),
         ]
     )
+
+
+def _fit_and_predict(jit_compile):
+    keras.utils.set_random_seed(0)
+    model = _model()
     model.compile(optimizer="sgd", loss="mse", jit_compile=jit_compile)
     rng = np.random.default_rng(0)
     x = rng.standard_normal((8, 6, 6, 4)).astype("float32")
@@ -66,3 +71,19 @@ def test_tensorflow_xla_context_is_detected():
     np.testing.assert_allclose(testing.to_numpy(compiled(x)), [[25.0]])
     np.testing.assert_allclose(testing.to_numpy(traced(x)), [[25.0]])
     assert seen == {"xla": True, "graph": False}
+
+
+@pytest.mark.requires_backend("tensorflow")
+def test_exported_saved_model_serves_the_same_outputs(tmp_path):
+    import tensorflow as tf
+
+    keras.utils.set_random_seed(0)
+    model = _model()
+    x = np.random.default_rng(1).standard_normal((2, 6, 6, 4))
+    x = x.astype("float32")
+    model.export(str(tmp_path / "saved_model"), verbose=False)
+    loaded = tf.saved_model.load(str(tmp_path / "saved_model"))
+    served = loaded.serve(x)
+    np.testing.assert_allclose(
+        served.numpy(), model.predict(x, verbose=0), rtol=1e-6, atol=1e-6
+    )
