@@ -63,3 +63,29 @@ def test_readme_cost_table_matches_committed_results():
         places = 1 if reference else 2
         assert match.group(1) == _format(values["train"], places), label
         assert match.group(2) == _format(values["inference"], places), label
+
+
+def test_benchmarks_readme_before_after_table_matches_the_two_runs():
+    results = REPO_ROOT / "benchmarks" / "results"
+    before = json.loads(
+        (results / "archive" / "cpu-2core-tensorflow-3223dd0.json").read_text()
+    )
+    after = json.loads((results / "cpu-2core-tensorflow.json").read_text())
+    assert before["git"]["commit"].startswith("3223dd0")
+    assert after["git"]["commit"].startswith("8198b04")
+    readme = (REPO_ROOT / "benchmarks" / "README.md").read_text()
+    rows = re.findall(
+        r"^\| (\w+) \| `(\w+)` \| ([\d.]+)x \| ([\d.]+)x \| ([\d.]+)x \| "
+        r"([\d.]+)x \|$",
+        readme, re.MULTILINE,
+    )
+    assert len(rows) == 8
+    for case_name, layer, *cells in rows:
+        expected = []
+        for phase in ("train", "inference"):
+            for result in (before, after):
+                case = next(c for c in result["cases"]
+                            if c["name"] == case_name)
+                ratio = case["candidates"][layer][phase]["median_ratio"]
+                expected.append(f"{ratio:.2f}")
+        assert cells == expected, (case_name, layer)
