@@ -77,7 +77,7 @@ def test_dense_input_gradient(layer_cls, use_bias, units):
             reference.norm_like_dense, kernel=kernel, bias=bias,
             epsilon=layer.epsilon,
         )
-    assert_input_gradient_matches(layer, lambda v: ref(v), x)
+    assert_input_gradient_matches(layer, ref, x)
 
 
 @pytest.mark.parametrize(
@@ -105,4 +105,4 @@ def test_conv_input_gradient(layer_cls, name, kwargs, input_shape):
         offset=layer.epsilon if patch_norm else 1.0,
         bias_inside=not patch_norm,
     )
-    assert_input_gradient_matches(layer, lambda v: ref(v), x)
+    assert_input_gradient_matches(layer, ref, x)
