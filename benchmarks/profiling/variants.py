@@ -6,8 +6,10 @@ of `layer_overhead.py` (same models, rounds and median per-round ratios)
 next to `Dense`/`Conv2D`, the library layers and BatchNorm:
 
 - `PNConv[plain|cg|cgplain]`: PatchNorm with the squared norms as
-  `sum(square(x))`, as the one-pass norm with a custom gradient `x * 2u`,
-  or as `sum(square(x))` with that custom gradient (`AffOut[...]` and
+  `sum(square(x))`, as the library computes them
+  (`keras_affine_div._backend.squared_norm`: on TensorFlow and PyTorch the
+  one-pass norm with the custom gradient `x * 2u`), or as `sum(square(x))`
+  with that custom gradient (`AffOut[...]` and
   `NormOut[...]`: the dense layers dividing the matmul's output);
 - `ALConv*`, `ALNoBiasEps`, `PNStop`, `PNeps1`: rewrites of
   `AffineLikeConv2D` and `PatchNormConv2D` (see each class);
@@ -34,6 +36,7 @@ import keras  # noqa: E402
 from keras import ops  # noqa: E402
 
 import layer_overhead as lo  # noqa: E402
+from keras_affine_div import _backend  # noqa: E402
 from keras_affine_div import layers as kad  # noqa: E402
 
 backend = keras.backend.backend()
@@ -41,33 +44,23 @@ backend = keras.backend.backend()
 def sqnorm_plain(x, axis):
     return ops.sum(ops.square(x), axis=axis, keepdims=True)
 
-@ops.custom_gradient
-def _sqnorm_last(x):
-    if backend == "tensorflow":
-        import tensorflow as tf
-        n = tf.math.reduce_euclidean_norm(x, axis=-1, keepdims=True)
-        out = n * n
-    elif backend == "torch":
-        import torch
-        out = torch.linalg.vector_norm(x, dim=-1, keepdim=True).square()
-    else:
-        out = ops.sum(ops.square(x), axis=-1, keepdims=True)
+def _gradient_2xu(x):
+    """The exact gradient of `sum(x**2, axis=-1)`: `x * 2u`."""
+
     def grad(*args, upstream=None):
         if upstream is None:
             (upstream,) = args
         return x * (2.0 * upstream)
-    return out, grad
+
+    return grad
+
 
 @ops.custom_gradient
 def _sqnorm_last_plain_fwd(x):
-    out = ops.sum(ops.square(x), axis=-1, keepdims=True)
-    def grad(*args, upstream=None):
-        if upstream is None:
-            (upstream,) = args
-        return x * (2.0 * upstream)
-    return out, grad
+    return ops.sum(ops.square(x), axis=-1, keepdims=True), _gradient_2xu(x)
 
-SQ = {"plain": sqnorm_plain, "cg": lambda x, axis: _sqnorm_last(x),
+
+SQ = {"plain": sqnorm_plain, "cg": _backend.squared_norm,
       "cgplain": lambda x, axis: _sqnorm_last_plain_fwd(x)}
 
 class AffOut(kad.AffineLikeDense):
