@@ -8,13 +8,20 @@ hyperparameters for every arm alike, the baseline included:
   default (`1e-5` to `10`). Our layers divide each activation step by
   `|x|^2 + 1`, which changes the effective step size by orders of magnitude
   compared with `Dense`: a range tuned for `Dense` can starve them.
-- `optimizer`: one of `optimizers` (`"sgd"` is SGD with momentum 0.9,
-  `"adam"` is Adam).
+- `optimizer`: one of `optimizers` (`"sgd"` is SGD with momentum
+  `momentum`, 0.9 by default; `"adam"` is Adam).
 - `kernel_scale`: for our variants only, a choice over `kernel_scales`
-  (multiplies the standard deviation of their unit-variance kernel).
+  (multiplies the standard deviation of their unit-variance kernel). A
+  study that fixes it passes one value.
 
 The arm itself is fixed per `HyperModel`, never searched. The names above
 are stable: they become column names of the result tables.
+
+The learning-rate schedule is part of the training protocol, the same for
+every arm: `schedule="constant"`, or `"cosine"` (Keras' `CosineDecay` over
+the whole run of `HyperModel.fit`, after `warmup_epochs` of linear warm-up
+from 0). `fit` also adds `keras.callbacks.TerminateOnNaN`, so that a
+diverging trial stops at once.
 
 This module needs KerasTuner (`pip install "keras-affine-div[tuning]"`); the
 rest of the package does not import it.
@@ -41,18 +48,22 @@ KERNEL_SCALE = "kernel_scale"
 HYPERPARAMETER_NAMES = (LEARNING_RATE, OPTIMIZER, KERNEL_SCALE)
 
 OPTIMIZERS = ("sgd", "adam")
+SCHEDULES = ("constant", "cosine")
 SGD_MOMENTUM = 0.9
 DEFAULT_LR_RANGE = (1e-5, 10.0)
 DEFAULT_KERNEL_SCALES = (0.25, 0.5, 1.0, 2.0, 4.0)
 OBJECTIVE = "val_accuracy"
 
 
-def make_optimizer(name, learning_rate):
+def make_optimizer(name, learning_rate, momentum=SGD_MOMENTUM):
     """Returns the optimiser a study means by `name`.
 
     Args:
-        name: `"sgd"` (SGD with momentum 0.9) or `"adam"`.
-        learning_rate: positive float.
+        name: `"sgd"` (SGD with momentum `momentum`) or `"adam"`.
+        learning_rate: positive float, or a
+            `keras.optimizers.schedules.LearningRateSchedule`.
+        momentum: the momentum of SGD, a float in `[0, 1)`. Defaults to
+            `0.9`.
 
     Returns:
         keras.optimizers.Optimizer: a new optimiser.
@@ -62,13 +73,55 @@ def make_optimizer(name, learning_rate):
     """
     if name == "sgd":
         return keras.optimizers.SGD(
-            learning_rate=learning_rate, momentum=SGD_MOMENTUM
+            learning_rate=learning_rate, momentum=momentum
         )
     if name == "adam":
         return keras.optimizers.Adam(learning_rate=learning_rate)
     raise ValueError(
         f"Received an invalid value for argument `optimizer`. Expected one "
         f"of {OPTIMIZERS}. Received: optimizer={name!r}"
+    )
+
+
+def cosine_schedule(learning_rate, total_steps, warmup_steps=0):
+    """Cosine decay to 0 over `total_steps`, after a linear warm-up.
+
+    The rate rises linearly from 0 to `learning_rate` over `warmup_steps`
+    optimizer steps, then follows a half cosine down to 0 at `total_steps`.
+
+    Args:
+        learning_rate: positive float, the peak rate.
+        total_steps: positive int, the optimizer steps of the whole run.
+        warmup_steps: int in `[0, total_steps)`. Defaults to `0`.
+
+    Returns:
+        keras.optimizers.schedules.CosineDecay: the schedule.
+
+    Example:
+
+    >>> from keras_affine_div.hypermodels import cosine_schedule
+    >>> schedule = cosine_schedule(0.1, total_steps=10, warmup_steps=2)
+    >>> [round(float(schedule(step)), 4) for step in (0, 1, 2, 6, 10)]
+    [0.0, 0.05, 0.1, 0.05, 0.0]
+    """
+    total_steps = int(total_steps)
+    warmup_steps = int(warmup_steps)
+    if total_steps < 1 or not 0 <= warmup_steps < total_steps:
+        raise ValueError(
+            "Received invalid values for arguments `total_steps` and "
+            "`warmup_steps`. Expected `0 <= warmup_steps < total_steps`. "
+            f"Received: total_steps={total_steps}, "
+            f"warmup_steps={warmup_steps}"
+        )
+    if warmup_steps == 0:
+        return keras.optimizers.schedules.CosineDecay(
+            learning_rate, decay_steps=total_steps
+        )
+    return keras.optimizers.schedules.CosineDecay(
+        0.0,
+        decay_steps=total_steps - warmup_steps,
+        warmup_target=learning_rate,
+        warmup_steps=warmup_steps,
     )
 
 
@@ -89,6 +142,9 @@ class _ClassifierHyperModel(keras_tuner.HyperModel):
         kernel_scales,
         name,
         tunable,
+        schedule=SCHEDULES[0],
+        warmup_epochs=0,
+        momentum=SGD_MOMENTUM,
     ):
         if variant not in self._VARIANTS:
             raise ValueError(
@@ -102,6 +158,29 @@ class _ClassifierHyperModel(keras_tuner.HyperModel):
         self.optimizers = _check_optimizers(optimizers)
         self.lr_range = _check_lr_range(lr_range)
         self.kernel_scales = _check_kernel_scales(kernel_scales)
+        if schedule not in SCHEDULES:
+            raise ValueError(
+                "Received an invalid value for argument `schedule`. Expected "
+                f"one of {SCHEDULES}. Received: schedule={schedule!r}"
+            )
+        self.schedule = schedule
+        if (
+            isinstance(warmup_epochs, bool)
+            or not isinstance(warmup_epochs, numbers.Integral)
+            or warmup_epochs < 0
+        ):
+            raise ValueError(
+                "Received an invalid value for argument `warmup_epochs`. "
+                "Expected a non-negative integer. "
+                f"Received: warmup_epochs={warmup_epochs!r}"
+            )
+        self.warmup_epochs = int(warmup_epochs)
+        if not _is_real(momentum) or not 0 <= momentum < 1:
+            raise ValueError(
+                "Received an invalid value for argument `momentum`. Expected "
+                f"a number in [0, 1). Received: momentum={momentum!r}"
+            )
+        self.momentum = float(momentum)
         super().__init__(
             name=name or f"{self._FAMILY}_{variant}", tunable=tunable
         )
@@ -129,11 +208,53 @@ class _ClassifierHyperModel(keras_tuner.HyperModel):
         )
         model = self._build_model(kernel_scale)
         model.compile(
-            optimizer=make_optimizer(hp.get(OPTIMIZER), hp.get(LEARNING_RATE)),
+            optimizer=make_optimizer(
+                hp.get(OPTIMIZER), hp.get(LEARNING_RATE), self.momentum
+            ),
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
             metrics=["accuracy"],
         )
         return model
+
+    def fit(self, hp, model, x, y=None, epochs=1, batch_size=32,
+            callbacks=None, **kwargs):
+        """Trains `model` with the hypermodel's schedule.
+
+        With `schedule="cosine"`, the optimiser's rate becomes
+        `cosine_schedule(learning_rate, epochs * steps_per_epoch,
+        warmup_epochs * steps_per_epoch)` before training, with
+        `steps_per_epoch = ceil(len(x) / batch_size)`. A
+        `keras.callbacks.TerminateOnNaN` is added to `callbacks`.
+
+        Args:
+            hp: the trial's `HyperParameters`.
+            model: a model returned by `build(hp)`.
+            x: the training inputs, an array.
+            y: the training labels. Defaults to `None`.
+            epochs: positive int. Defaults to `1`.
+            batch_size: positive int. Defaults to `32`.
+            callbacks: optional list of Keras callbacks.
+            **kwargs: passed to `model.fit`.
+
+        Returns:
+            keras.callbacks.History: what `model.fit` returns.
+        """
+        if self.schedule == "cosine":
+            steps = math.ceil(len(x) / batch_size)
+            if self.warmup_epochs >= epochs:
+                raise ValueError(
+                    "Received an invalid value for argument `epochs`. "
+                    "Expected more epochs than the warm-up's. Received: "
+                    f"epochs={epochs}, warmup_epochs={self.warmup_epochs}"
+                )
+            model.optimizer.learning_rate = cosine_schedule(
+                hp.get(LEARNING_RATE),
+                epochs * steps,
+                self.warmup_epochs * steps,
+            )
+        callbacks = [keras.callbacks.TerminateOnNaN(), *(callbacks or [])]
+        return model.fit(x, y, epochs=epochs, batch_size=batch_size,
+                         callbacks=callbacks, **kwargs)
 
     def _build_model(self, kernel_scale):
         raise NotImplementedError
@@ -166,6 +287,11 @@ class MLPHyperModel(_ClassifierHyperModel):
         name: optional name of the hypermodel. Defaults to `None`
             (`"mlp_<variant>"`).
         tunable: whether the hyperparameters are tunable. Defaults to `True`.
+        schedule: `"constant"` or `"cosine"`, the learning-rate schedule of
+            `fit` (see the module docstring). Defaults to `"constant"`.
+        warmup_epochs: non-negative int, the linear warm-up of the
+            `"cosine"` schedule. Defaults to `0`.
+        momentum: the momentum of `"sgd"`, in `[0, 1)`. Defaults to `0.9`.
 
     Example:
 
@@ -198,6 +324,9 @@ class MLPHyperModel(_ClassifierHyperModel):
         kernel_scales=DEFAULT_KERNEL_SCALES,
         name=None,
         tunable=True,
+        schedule="constant",
+        warmup_epochs=0,
+        momentum=SGD_MOMENTUM,
     ):
         self.depth = depth
         self.width = width
@@ -211,6 +340,9 @@ class MLPHyperModel(_ClassifierHyperModel):
             kernel_scales,
             name,
             tunable,
+            schedule=schedule,
+            warmup_epochs=warmup_epochs,
+            momentum=momentum,
         )
 
     def _build_model(self, kernel_scale):
@@ -250,6 +382,11 @@ class CNNHyperModel(_ClassifierHyperModel):
         name: optional name of the hypermodel. Defaults to `None`
             (`"cnn_<variant>"`).
         tunable: whether the hyperparameters are tunable. Defaults to `True`.
+        schedule: `"constant"` or `"cosine"`, the learning-rate schedule of
+            `fit` (see the module docstring). Defaults to `"constant"`.
+        warmup_epochs: non-negative int, the linear warm-up of the
+            `"cosine"` schedule. Defaults to `0`.
+        momentum: the momentum of `"sgd"`, in `[0, 1)`. Defaults to `0.9`.
 
     Example:
 
@@ -279,6 +416,9 @@ class CNNHyperModel(_ClassifierHyperModel):
         kernel_scales=DEFAULT_KERNEL_SCALES,
         name=None,
         tunable=True,
+        schedule="constant",
+        warmup_epochs=0,
+        momentum=SGD_MOMENTUM,
     ):
         self.depth = depth
         self.filters = filters
@@ -292,6 +432,9 @@ class CNNHyperModel(_ClassifierHyperModel):
             kernel_scales,
             name,
             tunable,
+            schedule=schedule,
+            warmup_epochs=warmup_epochs,
+            momentum=momentum,
         )
 
     def _build_model(self, kernel_scale):

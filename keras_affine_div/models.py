@@ -2,7 +2,11 @@
 
 Every arm of a builder shares the same skeleton and the same plain
 `Dense(num_classes)` head returning logits (no softmax: train with
-`from_logits=True`); only the hidden blocks differ:
+`from_logits=True`); only the hidden blocks differ, except in the MLP arm
+`affine_like_head`, whose head is an `AffineLikeDense(num_classes)` as well
+(with a plain `Dense` head, the output layer alone keeps the affine
+divergence, and one global learning rate cannot suit both it and the
+corrected hidden layers):
 
 MLP (`mlp`), `depth` blocks of `width` units after a `Flatten`:
 
@@ -14,6 +18,7 @@ MLP (`mlp`), `depth` blocks of `width` units after a `Flatten`:
 | `batch_norm` | `Dense(width)`, `BatchNormalization`, `Activation` |
 | `layer_norm` | `Dense(width)`, `LayerNormalization`, `Activation` |
 | `rms_norm` | `Dense(width)`, `RMSNormalization`, `Activation` |
+| `affine_like_head` | `AffineLikeDense(width, activation)`, and the head is an `AffineLikeDense(num_classes)` too |
 
 CNN (`cnn`), `depth` stages of one 3x3 same-padded convolution block with
 `filters * 2**i` filters and a 2x2 max-pooling, then global average
@@ -51,6 +56,7 @@ MLP_VARIANTS = (
     "batch_norm",
     "layer_norm",
     "rms_norm",
+    "affine_like_head",
 )
 CNN_VARIANTS = (
     "conv",
@@ -60,7 +66,7 @@ CNN_VARIANTS = (
     "group_norm",
     "layer_norm",
 )
-OUR_MLP_VARIANTS = ("affine_like", "norm_like")
+OUR_MLP_VARIANTS = ("affine_like", "norm_like", "affine_like_head")
 OUR_CNN_VARIANTS = ("patch_norm", "affine_like_conv")
 
 # The number of groups of `GroupNormalization` in the `group_norm` CNN arm,
@@ -70,7 +76,11 @@ OUR_CNN_VARIANTS = ("patch_norm", "affine_like_conv")
 # groups would be one channel each, i.e. instance normalisation.
 GROUP_NORM_GROUPS = 8
 
-_OUR_DENSE = {"affine_like": AffineLikeDense, "norm_like": NormLikeDense}
+_OUR_DENSE = {
+    "affine_like": AffineLikeDense,
+    "norm_like": NormLikeDense,
+    "affine_like_head": AffineLikeDense,
+}
 _OUR_CONV = {
     "patch_norm": PatchNormConv2D,
     "affine_like_conv": AffineLikeConv2D,
@@ -96,11 +106,13 @@ def mlp(
 
     `Input`, `Flatten`, `depth` hidden blocks of `width` units (the block is
     set by `variant`, see the module docstring), and a plain
-    `Dense(num_classes)` returning logits.
+    `Dense(num_classes)` returning logits (an `AffineLikeDense(num_classes)`
+    for `"affine_like_head"`).
 
     Args:
         variant: one of `MLP_VARIANTS`: `"dense"`, `"affine_like"`,
-            `"norm_like"`, `"batch_norm"`, `"layer_norm"`, `"rms_norm"`.
+            `"norm_like"`, `"batch_norm"`, `"layer_norm"`, `"rms_norm"`,
+            `"affine_like_head"`.
         input_shape: tuple of positive ints, the shape of one sample, e.g.
             `(32, 32, 3)`.
         num_classes: positive int, the number of logits.
@@ -168,7 +180,13 @@ def mlp(
             x = keras.layers.Activation(
                 activation, name=f"{prefix}_activation"
             )(x)
-    outputs = keras.layers.Dense(num_classes, name="logits")(x)
+    if variant == "affine_like_head":
+        # Every affine map of the model is corrected, the output one too.
+        outputs = AffineLikeDense(
+            num_classes, kernel_initializer=kernel_initializer, name="logits"
+        )(x)
+    else:
+        outputs = keras.layers.Dense(num_classes, name="logits")(x)
     return keras.Model(inputs, outputs, name=name or f"mlp_{variant}")
 
 

@@ -32,6 +32,7 @@ MLP_BLOCKS = {
         keras.layers.RMSNormalization,
         keras.layers.Activation,
     ],
+    "affine_like_head": [layers.AffineLikeDense],
 }
 CNN_BLOCKS = {
     "conv": [keras.layers.Conv2D],
@@ -126,7 +127,21 @@ def test_mlp_layers(variant):
     assert [type(l) for l in blocks] == MLP_BLOCKS[variant] * 3
     assert [l.units for l in blocks if hasattr(l, "units")] == [6, 6, 6]
     _assert_block_activations(blocks, keras.activations.leaky_relu)
-    _assert_plain_head(model)
+    if variant == "affine_like_head":
+        head = model.layers[-1]
+        assert type(head) is layers.AffineLikeDense
+        assert head.units == NUM_CLASSES
+        assert head.activation is keras.activations.linear
+    else:
+        _assert_plain_head(model)
+
+
+def test_affine_like_head_kernel_scale_reaches_the_head():
+    model = models.mlp("affine_like_head", MLP_INPUT, NUM_CLASSES, depth=1,
+                       width=4, kernel_scale=0.25)
+    stddevs = [l.kernel_initializer.stddev for l in model.layers
+               if type(l) is layers.AffineLikeDense]
+    assert stddevs == [0.25, 0.25]
 
 
 def test_mlp_name_and_defaults():

@@ -25,8 +25,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 
 from tuning import records  # noqa: E402
+from tuning import schema  # noqa: E402
 from tuning import study as study_module  # noqa: E402
-from tuning import sweep  # noqa: E402
 
 COLUMNS = (
     "condition", "arm", "seed", "phase", "layer", "class", "position",
@@ -42,16 +42,18 @@ def main(argv=None):
     parser.add_argument("--condition", action="append", metavar="NAME",
                         help="only this condition (repeatable)")
     parser.add_argument("--data-dir")
-    parser.add_argument("--results-dir", default=sweep.DEFAULT_RESULTS_DIR)
+    parser.add_argument("--results-dir", default=schema.DEFAULT_RESULTS_DIR)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--batch", type=int, default=None,
                         help="diagnostic batch size (default: the study's)")
     args = parser.parse_args(argv)
     command = " ".join(shlex.quote(a) for a in
                        ["python", "-m", "tuning.divergence", *argv])
+    from tuning import runner
+
     try:
         run(args, command)
-    except (sweep.SweepError, study_module.StudyError) as e:
+    except (runner.SweepError, study_module.StudyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0
@@ -61,24 +63,26 @@ def run(args, command):
     import keras
 
     from keras_affine_div import diagnostics
+    from tuning import runner
+    from tuning import training
 
     study = study_module.load_study(args.study)
     if study.family != "mlp":
-        raise sweep.SweepError(
+        raise runner.SweepError(
             "Expected an MLP study. Received: "
             f"study={study.name!r}, family={study.family!r}"
         )
     out_dir = os.path.join(args.results_dir, study.results_name)
-    runs = records.read_csv(os.path.join(out_dir, sweep.TRIALS_CSV))
+    runs = records.read_csv(os.path.join(out_dir, schema.TRIALS_CSV))
     if not runs:
-        raise sweep.SweepError(
+        raise runner.SweepError(
             "Expected a finished study with rows in trials.csv. Received: "
             f"results folder={out_dir!r}"
         )
     conditions = [c for c in study.conditions()
                   if not args.condition or c.name in args.condition]
     if not conditions:
-        raise sweep.SweepError(
+        raise runner.SweepError(
             "Expected conditions of the study. Received: "
             f"condition={args.condition!r}"
         )
@@ -86,7 +90,7 @@ def run(args, command):
     rows = []
     for condition in conditions:
         at = study.at(condition)
-        data = sweep.load_data(at, args.data_dir)
+        data = runner.load_data(at, args.data_dir)
         batch = args.batch or at.fixed["batch_size"]
         x, y = data.x_val[:batch], data.y_val[:batch]
         for arm in study.arms:
@@ -94,13 +98,10 @@ def run(args, command):
                         if r.get("condition", "") == condition.name
                         and r["arm"] == arm and r["seed"] == str(args.seed)]
             if not recorded:
-                sweep._log(f"[divergence] {condition.name} {arm}: no run "
+                runner.log(f"[divergence] {condition.name} {arm}: no run "
                            f"with seed {args.seed}, skipped")
                 continue
-            hp_values = {"learning_rate": float(recorded[0]["learning_rate"]),
-                         "optimizer": recorded[0]["optimizer"]}
-            if recorded[0].get("kernel_scale"):
-                hp_values["kernel_scale"] = float(recorded[0]["kernel_scale"])
+            hp_values = schema.hyperparameters(recorded[0])
             measured = []
 
             def inspect(model, phase):
@@ -111,7 +112,7 @@ def run(args, command):
                     measured.append({**row, "phase": phase,
                                      "position": position})
 
-            result = sweep.train_and_evaluate(
+            result = training.train_and_evaluate(
                 at, arm, hp_values, data, args.seed, inspect=inspect
             )
             for m in measured:
@@ -125,13 +126,13 @@ def run(args, command):
                     "test_accuracy": result["test_accuracy"],
                     "backend": backend,
                 })
-            sweep._log(f"[divergence] {condition.name or study.name} {arm}: "
+            runner.log(f"[divergence] {condition.name or study.name} {arm}: "
                        f"test accuracy {result['test_accuracy']:.4f} "
                        f"(recorded {float(recorded[0]['test_accuracy']):.4f})")
     records.write_csv(os.path.join(out_dir, "divergence.csv"), COLUMNS, rows)
     records.write_atomic(os.path.join(out_dir, "divergence.md"),
                          render(rows, study, command, backend))
-    sweep._log(f"wrote {os.path.join(out_dir, 'divergence.md')}")
+    runner.log(f"wrote {os.path.join(out_dir, 'divergence.md')}")
 
 
 def render(rows, study, command, backend):

@@ -1,41 +1,86 @@
-"""Statistics of a finished study, written from its result files.
+"""The statistics of a finished study, written from its result files.
 
     python -m tuning.report STUDY [--results-dir DIR]
 
-Reads `--results-dir/<study>/trials.csv` and `search_trials.csv` (written by
-`tuning.sweep`) and writes `report.md` next to them, with, per condition:
+Reads `--results-dir/<study>/trials.csv`, `search_trials.csv` and
+`summary.json` (see `tuning.schema`) and writes `report.md` next to them:
 
-- test accuracy per arm: mean +- sample standard deviation over the seeds,
-  and every per-seed value, with the hyperparameters the search chose and
-  whether the chosen learning rate is the lowest or highest one the search
-  tried (a best value at the edge of what was tried means the search range
-  or its sampling may have cut it off);
-- a Welch t-test of each of our arms against the best built-in normaliser of
-  that condition (the one with the highest mean test accuracy): the
-  difference of means with its 95% Welch interval, t, degrees of freedom
-  and the two-sided p-value;
-- for a study whose grid varies `batch_size`: per arm, the least-squares
-  slope of test accuracy against `log2(batch_size)` over every seed of every
-  batch size, with its 95% interval.
+- the protocol, as the study declared it before any run: the tuner, the
+  schedule, the comparators of our arms and the non-inferiority margin
+  (`[compare]`); studies written before comparators were declared compare
+  our arms with every other arm of `[compare] arms`, with a margin of 0.01,
+  and the report says so. A comparator is never picked from the results;
+- per condition, per arm: test accuracy mean ± sample std over the seeds
+  and every per-seed value, the chosen learning rate, optimizer and kernel
+  scale, and its search bracket (the chosen rate over its nearest
+  completed, non-diverged search neighbour below, that neighbour above over
+  the chosen rate);
+- per condition, per (our arm, comparator): the difference of mean test
+  accuracy with its 95% Welch interval, the one-sided Welch p-values of
+  non-inferiority (within the margin), superiority and inferiority (beyond
+  the margin), Holm-adjusted all at once over every such test of the study,
+  the difference the test could detect with 80% power, and the verdict;
+- the cells whose chosen rate is not bracketed;
+- for a study whose grid varies `batch_size`: per arm and batch size the
+  chosen rate, its bracket and the optimizer steps, and per (our arm,
+  comparator) the interaction: the change of accuracy from the smallest to
+  the largest batch size of our arm minus that of the comparator, with its
+  95% interval and two-sided p (each (arm, batch size) cell is its own
+  independently trained seeds).
 
-Every number comes from the CSV files; nothing is typed by hand.
+Every number comes from the result files; nothing is typed by hand.
 """
 
 import argparse
+import dataclasses
 import math
 import os
 import sys
 
+from keras_affine_div import models
 from tuning import records
+from tuning import schema
+from tuning import statistics
 
-DEFAULT_RESULTS_DIR = os.path.join(records.REPO_ROOT, "tuning", "results")
-REPORT_MD = "report.md"
-OUR_ARMS = ("affine_like", "norm_like", "patch_norm", "affine_like_conv")
-NORMALISER_ARMS = ("batch_norm", "layer_norm", "rms_norm", "group_norm")
+REPORT_MD = schema.REPORT_MD
+# The layers under test; every other arm is a comparator candidate.
+OUR_ARMS = tuple(dict.fromkeys(
+    (*models.OUR_MLP_VARIANTS, *models.OUR_CNN_VARIANTS, "affine_like_head")
+))
+ALPHA = 0.05
+CONFIDENCE = 0.95
+POWER = 0.8
+# The non-inferiority margin of studies that do not declare one.
+DEFAULT_MARGIN = 0.01
+# The p-values of one (condition, our arm, comparator), in Holm order.
+TESTS = ("p_non_inferior", "p_superior", "p_inferior")
 
 
 class ReportError(Exception):
     """Missing or unreadable results: one line on stderr, exit status 2."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Protocol:
+    """What a study compares, as declared in its `summary.json`.
+
+    Attributes:
+        comparators: tuple of str, the arms each of ours is tested against.
+        margin: float, the non-inferiority margin in accuracy.
+        comparators_declared: bool, whether the study declared them (else
+            every arm that is not one of ours).
+        margin_declared: bool, whether the study declared the margin (else
+            `DEFAULT_MARGIN`).
+        tuner: str, the search's tuner.
+        schedule: str, the learning-rate schedule.
+    """
+
+    comparators: tuple
+    margin: float
+    comparators_declared: bool
+    margin_declared: bool
+    tuner: str
+    schedule: str
 
 
 def main(argv=None):
@@ -44,7 +89,7 @@ def main(argv=None):
         description="Writes report.md for a finished study.",
     )
     parser.add_argument("study", help="the study's results folder name")
-    parser.add_argument("--results-dir", default=DEFAULT_RESULTS_DIR)
+    parser.add_argument("--results-dir", default=schema.DEFAULT_RESULTS_DIR)
     args = parser.parse_args(argv)
     try:
         path = write_report(os.path.join(args.results_dir, args.study))
@@ -56,200 +101,480 @@ def main(argv=None):
 
 
 def write_report(out_dir):
-    """Writes `report.md` in a study's results folder; returns its path.
+    """Writes `report.md` in a study's results folder.
+
+    Args:
+        out_dir: str, the folder holding `trials.csv`, `search_trials.csv`
+            and `summary.json`.
+
+    Returns:
+        str: the path of `report.md`.
 
     Raises:
         ReportError: if `trials.csv` is missing or empty.
     """
-    runs = records.read_csv(os.path.join(out_dir, "trials.csv"))
+    runs = records.read_csv(os.path.join(out_dir, schema.TRIALS_CSV))
     if not runs:
         raise ReportError(
             "Expected a finished study with rows in trials.csv. Received: "
             f"results folder={out_dir!r}"
         )
-    search = records.read_csv(os.path.join(out_dir, "search_trials.csv"))
-    summary = records.read_json(os.path.join(out_dir, "summary.json")) or {}
-    text = render(runs, search, summary)
+    search = records.read_csv(os.path.join(out_dir, schema.SEARCH_TRIALS_CSV))
+    summary = records.read_json(os.path.join(out_dir, schema.SUMMARY_JSON))
+    text = render(runs, search, summary or {})
     path = os.path.join(out_dir, REPORT_MD)
     records.write_atomic(path, text)
     return path
 
 
 def render(runs, search, summary):
-    """The report as Markdown, from the rows of the two CSV files."""
-    lines = [f"# {summary.get('study', runs[0].get('study', 'study'))}", ""]
-    dataset = runs[0].get("dataset_label", "")
-    lines += [
-        f"Dataset: {dataset}. Backend: {runs[0].get('backend', '')}. "
-        f"Commit: `{str(summary.get('git_commit', ''))[:10]}`"
+    """The report as Markdown.
+
+    Args:
+        runs: list of dicts of str, the rows of `trials.csv`.
+        search: list of dicts of str, the rows of `search_trials.csv`.
+        summary: dict, the content of `summary.json` (`{}` if none).
+
+    Returns:
+        str: the Markdown text.
+    """
+    protocol = read_protocol(runs, summary)
+    cells = cell_verdicts(runs, summary)
+    lines = _header(runs, summary, protocol, cells)
+    for condition in _ordered_unique(r.get("condition", "") for r in runs):
+        rows = [r for r in runs if r.get("condition", "") == condition]
+        trials = [t for t in search if t.get("condition", "") == condition]
+        if condition:
+            lines += [f"## {condition}", ""]
+        lines += _arm_table(rows, trials)
+        lines += _tests_table(
+            [c for c in cells if c["condition"] == condition],
+            rows, protocol,
+        )
+    lines += _bracket_section(runs)
+    if _batch_size_varies(runs, summary):
+        lines += _batch_size_section(runs, summary, protocol)
+    lines += _verdict_counts(cells)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def read_protocol(runs, summary):
+    """The comparators, margin, tuner and schedule of a study.
+
+    Args:
+        runs: list of dicts of str, the rows of `trials.csv`.
+        summary: dict, the content of `summary.json`.
+
+    Returns:
+        Protocol: from `summary["config"]`; for files without
+        `compare.comparators`, every arm of `compare.arms` (or, without
+        those, of `runs`) that is not in `OUR_ARMS`; without
+        `compare.margin`, `DEFAULT_MARGIN`.
+    """
+    config = summary.get("config") or {}
+    compare = config.get("compare") or {}
+    if "comparators" in compare:
+        comparators = tuple(compare["comparators"])
+    else:
+        arms = compare.get("arms") or _ordered_unique(r["arm"] for r in runs)
+        comparators = tuple(a for a in arms if a not in OUR_ARMS)
+    first = runs[0] if runs else {}
+    return Protocol(
+        comparators=comparators,
+        margin=float(compare.get("margin", DEFAULT_MARGIN)),
+        comparators_declared="comparators" in compare,
+        margin_declared="margin" in compare,
+        tuner=(config.get("search") or {}).get("tuner")
+        or first.get("tuner") or "not recorded",
+        schedule=(config.get("fixed") or {}).get("schedule")
+        or first.get("schedule") or "not recorded",
+    )
+
+
+def cell_verdicts(runs, summary):
+    """The tests of every (condition, our arm, comparator) of a study.
+
+    For each condition, each arm of `OUR_ARMS` with runs in it and each
+    declared comparator (see `read_protocol`) with runs in it: the Welch
+    difference of mean test accuracy (ours minus comparator) and its 95%
+    interval, the one-sided p-values of non-inferiority within the margin,
+    superiority and inferiority beyond the margin, Holm-adjusted together
+    over every test of every cell of the study, the difference detectable at
+    `ALPHA` with power `POWER`, and `statistics.verdict` of those.
+
+    Args:
+        runs: list of dicts of str, the rows of `trials.csv`.
+        summary: dict, the content of `summary.json`.
+
+    Returns:
+        list of dicts: `condition`, `arm`, `comparator` (str), `diff`,
+        `low`, `high`, `p_non_inferior`, `p_superior`, `p_inferior`
+        (adjusted), `detectable` (floats) and `verdict` (str), in the order
+        of the conditions, our arms and the comparators.
+    """
+    protocol = read_protocol(runs, summary)
+    cells = []
+    for condition in _ordered_unique(r.get("condition", "") for r in runs):
+        rows = [r for r in runs if r.get("condition", "") == condition]
+        arms = _ordered_unique(r["arm"] for r in rows)
+        for arm in (a for a in arms if a in OUR_ARMS):
+            for comparator in protocol.comparators:
+                if comparator == arm or comparator not in arms:
+                    continue
+                a, b = _accs(rows, arm), _accs(rows, comparator)
+                w = statistics.welch(a, b, CONFIDENCE)
+                cells.append({
+                    "condition": condition, "arm": arm,
+                    "comparator": comparator, "diff": w["diff"],
+                    "low": w["low"], "high": w["high"],
+                    "p_non_inferior": statistics.non_inferiority(
+                        a, b, protocol.margin),
+                    "p_superior": statistics.superiority(a, b),
+                    "p_inferior": statistics.inferiority(
+                        a, b, protocol.margin),
+                    "detectable": statistics.detectable_difference(
+                        a, b, ALPHA, POWER),
+                })
+    adjusted = iter(statistics.holm([c[k] for c in cells for k in TESTS]))
+    for c in cells:
+        for k in TESTS:
+            c[k] = next(adjusted)
+        c["verdict"] = statistics.verdict(
+            c["p_superior"], c["p_non_inferior"], c["p_inferior"],
+            c["detectable"], ALPHA,
+        )
+    return cells
+
+
+def _header(runs, summary, protocol, cells):
+    first = runs[0]
+    dataset = (summary.get("dataset") or {}).get("label") or first.get(
+        "dataset_label", "")
+    backend = summary.get("backend") or first.get("backend", "")
+    commit = str(summary.get("git_commit") or "")[:10] or "n/a"
+    tests = sum(not math.isnan(c[k]) for c in cells for k in TESTS)
+    ours = _ordered_unique(r["arm"] for r in runs if r["arm"] in OUR_ARMS)
+    lines = [
+        f"# {summary.get('study') or first.get('study', 'study')}",
+        "",
+        f"Dataset: {dataset}. Backend: {backend}. Commit: `{commit}`"
         + (" (dirty tree)" if summary.get("git_dirty") else "")
         + f". Wall time: {_minutes(summary.get('wall_time_s'))}.",
         "",
         f"Command: `{summary.get('command', '')}`",
         "",
-        "Written by `python -m tuning.report` from `trials.csv` and "
-        "`search_trials.csv`.",
+        "Written by `python -m tuning.report` from `trials.csv`, "
+        "`search_trials.csv` and `summary.json`.",
+        "",
+        "## Protocol",
+        "",
+        f"- Learning rate searched by the `{protocol.tuner}` tuner on the "
+        f"validation split; schedule: `{protocol.schedule}`.",
+        f"- Our arms: {_names(ours)}.",
+    ]
+    if protocol.comparators_declared:
+        lines.append(f"- Comparators, declared by the study: "
+                     f"{_names(protocol.comparators)}.")
+    else:
+        lines.append(
+            "- Comparators: not declared in these files (written before "
+            "studies declared them), so every compared arm that is not one "
+            f"of ours: {_names(protocol.comparators)}."
+        )
+    margin = f"{protocol.margin:g} (accuracy)"
+    lines.append(
+        f"- Non-inferiority margin: {margin}, declared by the study."
+        if protocol.margin_declared else
+        f"- Non-inferiority margin: not declared in these files; {margin} "
+        "assumed."
+    )
+    lines += [
+        f"- One-sided Welch tests of our arm minus the comparator: "
+        f"non-inferiority (difference > -{protocol.margin:g}), superiority "
+        f"(> 0), inferiority (< -{protocol.margin:g}); alpha {ALPHA:g}, "
+        f"Holm–Bonferroni over all {tests} p-values of the study at once "
+        f"({len(TESTS)} tests for each of {len(cells)} comparison"
+        f"{'' if len(cells) == 1 else 's'}, undefined ones left out).",
+        f"- Intervals: {CONFIDENCE:.0%} Welch. Detectable: the smallest "
+        f"true difference a one-sided Welch test at {ALPHA:g} finds with "
+        f"power {POWER:g}, from the seeds' spreads.",
         "",
     ]
-    conditions = _ordered_unique(r.get("condition", "") for r in runs)
-    for condition in conditions:
-        rows = [r for r in runs if r.get("condition", "") == condition]
-        trials = [t for t in search if t.get("condition", "") == condition]
-        if condition:
-            lines += [f"## {condition}", ""]
-        lines += _accuracy_table(rows, trials)
-        lines += _welch_table(rows)
-    if "batch_size" in _grid_keys(summary) or _varies(runs, "batch_size"):
-        lines += _slope_table(runs)
-    return "\n".join(lines).rstrip() + "\n"
+    return lines
 
 
-def welch(a, b):
-    """Welch's t-test of mean(a) - mean(b).
-
-    Returns:
-        dict: `diff`, `low`, `high` (95% interval of the difference), `t`,
-        `df` and the two-sided `p`; `nan` entries where a sample has fewer
-        than two values or no spread.
-    """
-    from scipy import stats
-
-    na, nb = len(a), len(b)
-    diff = _mean(a) - _mean(b)
-    nan = {"diff": diff, "low": math.nan, "high": math.nan, "t": math.nan,
-           "df": math.nan, "p": math.nan}
-    if na < 2 or nb < 2:
-        return nan
-    va, vb = _var(a) / na, _var(b) / nb
-    se = math.sqrt(va + vb)
-    if se == 0:
-        return nan
-    df = (va + vb) ** 2 / (va**2 / (na - 1) + vb**2 / (nb - 1))
-    t = diff / se
-    half = stats.t.ppf(0.975, df) * se
-    return {"diff": diff, "low": diff - half, "high": diff + half, "t": t,
-            "df": df, "p": 2 * stats.t.sf(abs(t), df)}
-
-
-def slope(x, y):
-    """Least-squares slope of `y` on `x` with its 95% interval.
-
-    Returns:
-        dict: `slope`, `low`, `high`, `n`.
-    """
-    from scipy import stats
-
-    n = len(x)
-    if n < 3 or len(set(x)) < 2:
-        return {"slope": math.nan, "low": math.nan, "high": math.nan, "n": n}
-    fit = stats.linregress(x, y)
-    half = stats.t.ppf(0.975, n - 2) * fit.stderr
-    return {"slope": fit.slope, "low": fit.slope - half,
-            "high": fit.slope + half, "n": n}
-
-
-def _accuracy_table(rows, trials):
+def _arm_table(rows, trials):
     lines = [
         "| arm | test accuracy, mean ± std | per seed | learning rate "
-        "| optimizer | kernel scale | lr at edge of tried |",
-        "|---|---|---|---|---|---|---|",
+        "| optimizer | kernel scale | search trials | below | above "
+        "| bracketed | diverged seeds |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for arm in _ordered_unique(r["arm"] for r in rows):
+        cell = [r for r in rows if r["arm"] == arm]
         accs = _accs(rows, arm)
-        first = next(r for r in rows if r["arm"] == arm)
-        lr = float(first["learning_rate"])
-        tried = [float(t["learning_rate"]) for t in trials
-                 if t["arm"] == arm and t.get("learning_rate")]
-        edge = ""
-        if tried and lr <= min(tried):
-            edge = "lowest"
-        elif tried and lr >= max(tried):
-            edge = "highest"
+        below, above, bracketed = _bracket(cell[0])
+        searched = _search_count(cell[0], [t for t in trials
+                                           if t["arm"] == arm])
         lines.append(
-            f"| {arm} | {_mean(accs):.4f} ± {_std(accs):.4f} "
-            f"| {', '.join(f'{a:.4f}' for a in accs)} | {lr:.3g} "
-            f"| {first.get('optimizer', '')} "
-            f"| {first.get('kernel_scale', '') or '-'} | {edge or 'no'} |"
+            f"| {arm} | {_num(_mean(accs), '.4f')} ± "
+            f"{_num(_std(accs), '.4f')} "
+            f"| {', '.join(_num(a, '.4f') for a in accs)} "
+            f"| {_num(_float(cell[0].get('learning_rate')), '.3g')} "
+            f"| {cell[0].get('optimizer') or '-'} "
+            f"| {cell[0].get('kernel_scale') or '-'} "
+            f"| {searched} | {below} | {above} | {bracketed} "
+            f"| {_diverged(cell)} |"
         )
     return lines + [""]
 
 
-def _welch_table(rows):
+def _tests_table(cells, rows, protocol):
     arms = _ordered_unique(r["arm"] for r in rows)
-    ours = [a for a in arms if a in OUR_ARMS]
-    normalisers = [a for a in arms if a in NORMALISER_ARMS]
-    if not ours or not normalisers:
-        return []
-    best = max(normalisers, key=lambda a: _mean(_accs(rows, a)))
-    lines = [
-        f"Welch t-test against the best built-in normaliser here, "
-        f"`{best}`:",
+    lines = []
+    if any(a in OUR_ARMS for a in arms):
+        missing = [c for c in protocol.comparators if c not in arms]
+        if missing:
+            lines += [f"No runs here of the comparators {_names(missing)}.",
+                      ""]
+    if not cells:
+        return lines
+    lines += [
+        "Our arm minus the comparator, test accuracy (p-values "
+        "Holm-adjusted over the whole study):",
         "",
-        "| arm | difference | 95% interval | t | df | p |",
+        f"| comparison | difference | {CONFIDENCE:.0%} interval "
+        f"| p non-inferior (margin {protocol.margin:g}) | p superior "
+        "| p inferior | detectable | verdict |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for c in cells:
+        lines.append(
+            f"| {c['arm']} - {c['comparator']} | {_num(c['diff'], '+.4f')} "
+            f"| [{_num(c['low'], '+.4f')}, {_num(c['high'], '+.4f')}] "
+            f"| {_num(c['p_non_inferior'], '.3g')} "
+            f"| {_num(c['p_superior'], '.3g')} "
+            f"| {_num(c['p_inferior'], '.3g')} "
+            f"| {_num(c['detectable'], '.4f')} | {c['verdict']} |"
+        )
+    return lines + [""]
+
+
+def _bracket_section(runs):
+    if not any(r.get("bracketed") for r in runs):
+        return []
+    lines = ["## Learning-rate brackets", ""]
+    cells = _ordered_unique(
+        (r.get("condition", ""), r["arm"]) for r in runs
+        if r.get("bracketed") and r["bracketed"] != "True"
+    )
+    if not cells:
+        return lines + [
+            "Every (condition, arm) cell is bracketed: its chosen learning "
+            "rate has a completed, non-diverged search trial below and "
+            "above it.", "",
+        ]
+    lines += [
+        "Cells whose chosen learning rate lacks a completed, non-diverged "
+        "search trial on one side (the best rate may lie beyond what was "
+        "tried):",
+        "",
+    ]
+    for condition, arm in cells:
+        row = next(r for r in runs
+                   if (r.get("condition", ""), r["arm"]) == (condition, arm))
+        sides = [side for side, key in (("below", "lr_below_factor"),
+                                        ("above", "lr_above_factor"))
+                 if not row.get(key)]
+        where = f"`{condition}`, " if condition else ""
+        why = f"nothing {' or '.join(sides)}" if sides else "not bracketed"
+        lines.append(f"- {where}`{arm}`: {why}.")
+    return lines + [""]
+
+
+def _batch_size_section(runs, summary, protocol):
+    others = [k for k in _grid_keys(summary) if k != "batch_size"]
+    groups = {}
+    for condition in _ordered_unique(r.get("condition", "") for r in runs):
+        rows = [r for r in runs if r.get("condition", "") == condition]
+        key = tuple((k, rows[0].get(k, "")) for k in others)
+        groups.setdefault(key, []).append(rows)
+    lines = ["## Batch size", ""]
+    for key, conditions in groups.items():
+        if key:
+            lines += ["### " + ", ".join(f"{k} {v}" for k, v in key), ""]
+        by_size = {}
+        for rows in conditions:
+            for r in rows:
+                by_size.setdefault(int(float(r["batch_size"])), []).append(r)
+        sizes = sorted(by_size)
+        lines += [
+            "| arm | batch size | learning rate | below | above | steps "
+            "| test accuracy, mean |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for arm in _ordered_unique(r["arm"] for r in runs):
+            for size in sizes:
+                cell = [r for r in by_size[size] if r["arm"] == arm]
+                if not cell:
+                    continue
+                below, above, _ = _bracket(cell[0])
+                lines.append(
+                    f"| {arm} | {size} "
+                    f"| {_num(_float(cell[0].get('learning_rate')), '.3g')} "
+                    f"| {below} | {above} | {_steps(cell, size)} "
+                    f"| {_num(_mean(_accs(cell, arm)), '.4f')} |"
+                )
+        lines.append("")
+        lines += _interaction_table(by_size, sizes, protocol)
+    return lines
+
+
+def _interaction_table(by_size, sizes, protocol):
+    if len(sizes) < 2:
+        return []
+    small, large = by_size[sizes[0]], by_size[sizes[-1]]
+    arms = [a for a in _ordered_unique(r["arm"] for r in small + large)
+            if _accs(small, a) and _accs(large, a)]
+    pairs = [(a, c) for a in arms if a in OUR_ARMS
+             for c in protocol.comparators if c in arms and c != a]
+    if not pairs:
+        return []
+    lines = [
+        f"Interaction: the change of test accuracy from batch size "
+        f"{sizes[0]} to {sizes[-1]} of our arm minus that of the comparator "
+        "(positive: ours fares better as the batch grows); the four cells are "
+        f"independent seeds; {CONFIDENCE:.0%} interval, two-sided p "
+        "(not adjusted):",
+        "",
+        f"| comparison | ours {sizes[-1]} - {sizes[0]} "
+        f"| comparator {sizes[-1]} - {sizes[0]} | interaction "
+        f"| {CONFIDENCE:.0%} interval | p |",
         "|---|---|---|---|---|---|",
     ]
-    for arm in ours:
-        w = welch(_accs(rows, arm), _accs(rows, best))
+    for arm, comparator in pairs:
+        samples = (_accs(small, arm), _accs(large, arm),
+                   _accs(small, comparator), _accs(large, comparator))
+        i = statistics.interaction(*samples, confidence=CONFIDENCE)
+        ours = _mean(samples[1]) - _mean(samples[0])
+        theirs = _mean(samples[3]) - _mean(samples[2])
         lines.append(
-            f"| {arm} - {best} | {w['diff']:+.4f} "
-            f"| [{w['low']:+.4f}, {w['high']:+.4f}] | {w['t']:.2f} "
-            f"| {w['df']:.1f} | {w['p']:.3g} |"
+            f"| {arm} - {comparator} | {_num(ours, '+.4f')} "
+            f"| {_num(theirs, '+.4f')} | {_num(i['diff'], '+.4f')} "
+            f"| [{_num(i['low'], '+.4f')}, {_num(i['high'], '+.4f')}] "
+            f"| {_num(i['p'], '.3g')} |"
         )
     return lines + [""]
 
 
-def _slope_table(runs):
+def _verdict_counts(cells):
+    if not cells:
+        return []
+    kinds = ("superior", "non-inferior", "inferior", "inconclusive")
     lines = [
-        "## Test accuracy against log2(batch size)",
+        "## Verdicts",
         "",
-        "Least-squares slope over every seed of every batch size (accuracy "
-        "per doubling of the batch):",
+        "Conditions per verdict:",
         "",
-        "| arm | slope | 95% interval | runs |",
-        "|---|---|---|---|",
+        "| comparison | " + " | ".join(kinds) + " |",
+        "|---|" + "---|" * len(kinds),
     ]
-    for arm in _ordered_unique(r["arm"] for r in runs):
-        rows = [r for r in runs if r["arm"] == arm]
-        s = slope([math.log2(float(r["batch_size"])) for r in rows],
-                  [float(r["test_accuracy"]) for r in rows])
-        lines.append(
-            f"| {arm} | {s['slope']:+.4f} | [{s['low']:+.4f}, "
-            f"{s['high']:+.4f}] | {s['n']} |"
-        )
+    for arm, comparator in _ordered_unique(
+            (c["arm"], c["comparator"]) for c in cells):
+        verdicts = [c["verdict"].split(" ")[0] for c in cells
+                    if (c["arm"], c["comparator"]) == (arm, comparator)]
+        lines.append(f"| {arm} - {comparator} | "
+                     + " | ".join(str(verdicts.count(k)) for k in kinds)
+                     + " |")
     return lines + [""]
 
 
-def _accs(rows, arm):
-    return [float(r["test_accuracy"]) for r in rows if r["arm"] == arm]
+def _bracket(row):
+    """`(below, above, bracketed)` cells of a run row, `n/a` for old rows."""
+    if not row.get("bracketed"):
+        return "n/a", "n/a", "n/a"
+    below = row.get("lr_below_factor")
+    above = row.get("lr_above_factor")
+    return (
+        f"/{float(below):.2f}" if below else "none",
+        f"x{float(above):.2f}" if above else "none",
+        "yes" if row["bracketed"] == "True" else "no",
+    )
+
+
+def _search_count(row, trials):
+    count = row.get("search_trials") or str(len(trials))
+    diverged = sum(t.get("diverged") == "True" for t in trials)
+    if any(t.get("diverged") for t in trials):
+        return f"{count} ({diverged} diverged)"
+    return count
+
+
+def _diverged(cell):
+    if not any(r.get("diverged") for r in cell):
+        return "n/a"
+    return f"{sum(r.get('diverged') == 'True' for r in cell)}/{len(cell)}"
+
+
+def _steps(cell, batch_size):
+    steps = _ordered_unique(r.get("steps", "") for r in cell)
+    if all(steps):
+        return "/".join(steps)
+    epochs = _float(cell[0].get("epochs"))
+    samples = _float(cell[0].get("train_samples"))
+    if math.isnan(epochs) or math.isnan(samples):
+        return "n/a"
+    return str(int(epochs) * math.ceil(samples / batch_size))
+
+
+def _batch_size_varies(runs, summary):
+    return "batch_size" in _grid_keys(summary) or _varies(runs, "batch_size")
 
 
 def _grid_keys(summary):
-    return tuple((summary.get("config") or {}).get("grid") or ())
+    """The grid keys of a study, from its config or its conditions."""
+    grid = (summary.get("config") or {}).get("grid")
+    if grid:
+        return tuple(grid)
+    for condition in (summary.get("conditions") or {}).values():
+        return tuple(condition.get("values") or ())
+    return ()
 
 
 def _varies(runs, key):
     return len({r.get(key) for r in runs}) > 1
 
 
+def _accs(rows, arm):
+    return [_float(r.get("test_accuracy")) for r in rows if r["arm"] == arm]
+
+
+def _float(value):
+    return float(value) if value not in (None, "") else math.nan
+
+
+def _num(value, spec):
+    return "n/a" if math.isnan(value) else format(value, spec)
+
+
+def _names(names):
+    return ", ".join(f"`{n}`" for n in names) or "none"
+
+
 def _ordered_unique(values):
-    seen = []
-    for v in values:
-        if v not in seen:
-            seen.append(v)
-    return seen
+    return list(dict.fromkeys(values))
 
 
 def _mean(values):
-    return sum(values) / len(values) if values else math.nan
-
-
-def _var(values):
-    m = _mean(values)
-    return sum((v - m) ** 2 for v in values) / (len(values) - 1)
+    return math.fsum(values) / len(values) if values else math.nan
 
 
 def _std(values):
-    return math.sqrt(_var(values)) if len(values) > 1 else math.nan
+    if len(values) < 2:
+        return math.nan
+    m = _mean(values)
+    return math.sqrt(math.fsum((v - m) ** 2 for v in values)
+                     / (len(values) - 1))
 
 
 def _minutes(seconds):

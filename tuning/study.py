@@ -4,15 +4,27 @@ A study is a TOML file (data, never code) in `tuning/studies/`, or any path
 ending in `.toml`. It has four tables:
 
 - `[compare]`: `family` (`"mlp"` or `"cnn"`) and `arms`, the model variants
-  compared (the scientific choice, one KerasTuner project per arm).
+  compared (the scientific choice, one KerasTuner project per arm);
+  optionally `comparators`, the arms our arms are tested against (declared
+  before any data; default: every arm that is not one of ours), and
+  `margin`, the non-inferiority margin in accuracy (default `0.01`).
 - `[search]`: the nuisance hyperparameters, searched alike for every arm:
-  `tuner` (`"random"` or `"bayesian"`), `max_trials` per arm,
-  `learning_rate` (`[low, high]`, log-uniform), `optimizers`,
-  `kernel_scales` (our arms only), and the oracle `seed`.
+  `tuner` (`"bracket"`, `"random"` or `"bayesian"`), `max_trials` per arm,
+  `learning_rate` (`[low, high]`: the initial log grid of `"bracket"`, the
+  log-uniform range of the others), `optimizers`, and the oracle `seed`.
+  `"bracket"` (protocol v2) searches the learning rate alone, with
+  `lr_step` (decades between grid points, default `0.5`) and
+  `learning_rate_limits` (how far it may extend, default `[1e-6, 100]`);
+  each condition then names one optimiser. `"random"` and `"bayesian"` may
+  also search `kernel_scales` (our arms only).
 - `[fixed]`: `dataset`, the subset sizes `train_samples`, `val_samples`,
   `test_samples`, the model size (`depth` and `width` for MLPs, `depth` and
   `filters` for CNNs), `activation`, `epochs`, `batch_size`, and `seeds`,
-  the number of seeds the best setting of each arm is retrained on.
+  the number of seeds the best setting of each arm is retrained on;
+  optionally the training protocol, the same for every arm: `schedule`
+  (`"constant"`, the default, or `"cosine"`), `warmup_epochs` (default 0),
+  `momentum` of SGD (default 0.9), and `kernel_scale`, the fixed kernel
+  scale of our arms (default: the layers' own initialiser).
 - `[grid]` (optional): the conditions. Each key is a `[fixed]` key (other
   than `seeds`) or `optimizers`, mapped to a list of values; the study runs
   every combination of them (a *condition*) for every arm, each (condition,
@@ -36,13 +48,16 @@ import tomllib
 STUDIES_DIR = pathlib.Path(__file__).resolve().parent / "studies"
 
 FAMILIES = ("mlp", "cnn")
-TUNERS = ("random", "bayesian")
+TUNERS = ("bracket", "random", "bayesian")
+SCHEDULES = ("constant", "cosine")
 DATASETS = ("cifar10", "fashion_mnist")
 OPTIMIZERS = ("sgd", "adam")
 TABLES = ("description", "compare", "search", "fixed", "grid", "quick",
           "full")
 OVERRIDE_TABLES = ("quick", "full")
-COMPARE_KEYS = ("family", "arms")
+COMPARE_KEYS = ("family", "arms", "comparators", "margin")
+COMPARE_REQUIRED = ("family", "arms")
+DEFAULT_MARGIN = 0.01
 SEARCH_KEYS = (
     "tuner",
     "max_trials",
@@ -50,7 +65,21 @@ SEARCH_KEYS = (
     "optimizers",
     "kernel_scales",
     "seed",
+    "lr_step",
+    "learning_rate_limits",
 )
+# Keys that may be left out, with their defaults (`None`: not set).
+SEARCH_DEFAULTS = {
+    "kernel_scales": None,
+    "lr_step": 0.5,
+    "learning_rate_limits": [1e-6, 100.0],
+}
+FIXED_DEFAULTS = {
+    "schedule": "constant",
+    "warmup_epochs": 0,
+    "momentum": 0.9,
+    "kernel_scale": None,
+}
 FIXED_KEYS = {
     "mlp": (
         "dataset",
@@ -63,6 +92,7 @@ FIXED_KEYS = {
         "epochs",
         "batch_size",
         "seeds",
+        *FIXED_DEFAULTS,
     ),
     "cnn": (
         "dataset",
@@ -75,6 +105,7 @@ FIXED_KEYS = {
         "epochs",
         "batch_size",
         "seeds",
+        *FIXED_DEFAULTS,
     ),
 }
 MODEL_KEYS = {
@@ -126,6 +157,8 @@ class Study:
         fixed: dict of the `[fixed]` table.
         grid: dict of the `[grid]` table (key to list of values), `{}`
             without one.
+        comparators: the arms our arms are tested against.
+        margin: the non-inferiority margin, in accuracy.
         quick: whether `[quick]` overrides were applied.
         full: whether `[full]` overrides were applied.
     """
@@ -140,6 +173,8 @@ class Study:
     grid: dict = dataclasses.field(default_factory=dict)
     quick: bool = False
     full: bool = False
+    comparators: tuple = ()
+    margin: float = DEFAULT_MARGIN
 
     @property
     def results_name(self):
@@ -195,6 +230,12 @@ class Study:
         return dataclasses.replace(self, search=search, fixed=fixed)
 
     @property
+    def our_arms(self):
+        """The arms of the study that are layers of ours."""
+        ours = _our_variants(self.family)
+        return tuple(arm for arm in self.arms if arm in ours)
+
+    @property
     def model_kwargs(self):
         """Keyword arguments of the hypermodel that set the model size."""
         return {key: self.fixed[key] for key in MODEL_KEYS[self.family]}
@@ -211,7 +252,12 @@ class Study:
             "name": self.name,
             "description": self.description,
             "quick": self.quick,
-            "compare": {"family": self.family, "arms": list(self.arms)},
+            "compare": {
+                "family": self.family,
+                "arms": list(self.arms),
+                "comparators": list(self.comparators),
+                "margin": self.margin,
+            },
             "search": _jsonable(self.search),
             "fixed": _jsonable(self.fixed),
         }
@@ -288,7 +334,8 @@ def _parse(data, path, quick, full):
                 f"Received: {table}={data.get(table)!r}"
             )
     compare = data["compare"]
-    _check_keys(compare, COMPARE_KEYS, "[compare]", where, required=True)
+    _check_keys(compare, COMPARE_KEYS, "[compare]", where, required=True,
+                optional=set(COMPARE_KEYS) - set(COMPARE_REQUIRED))
     family = compare["family"]
     if family not in FAMILIES:
         raise StudyError(
@@ -307,14 +354,34 @@ def _parse(data, path, quick, full):
             f"{where}: `arms` must be a non-empty list of distinct {family} "
             f"variants from {variants}. Received: arms={arms!r}"
         )
+    ours = _our_variants(family)
+    comparators = compare.get(
+        "comparators", [arm for arm in arms if arm not in ours]
+    )
+    if (
+        not isinstance(comparators, list)
+        or len(set(comparators)) != len(comparators)
+        or any(arm not in arms or arm in ours for arm in comparators)
+    ):
+        raise StudyError(
+            f"{where}: `comparators` must be a list of distinct arms of the "
+            f"study that are not ours ({', '.join(ours)}). "
+            f"Received: comparators={comparators!r}, arms={arms!r}"
+        )
+    margin = compare.get("margin", DEFAULT_MARGIN)
+    if not (_is_number(margin) and math.isfinite(margin) and margin >= 0):
+        raise StudyError(
+            f"{where}: `margin` must be a number >= 0 (accuracy). "
+            f"Received: margin={margin!r}"
+        )
     search = dict(data["search"])
     fixed = dict(data["fixed"])
     grid = _parse_grid(data.get("grid", {}), family, "[grid]", where)
     # A grid key may be left out of [fixed] and [search]: the grid sets it.
     _check_keys(search, SEARCH_KEYS, "[search]", where, required=True,
-                optional=grid)
+                optional=set(grid) | set(SEARCH_DEFAULTS))
     _check_keys(fixed, FIXED_KEYS[family], "[fixed]", where, required=True,
-                optional=grid)
+                optional=set(grid) | set(FIXED_DEFAULTS))
     for table in OVERRIDE_TABLES:
         if not isinstance(data.get(table, {}), dict):
             raise StudyError(
@@ -349,6 +416,12 @@ def _parse(data, path, quick, full):
             for key, value in overrides.items():
                 (search if key in SEARCH_KEYS else fixed)[key] = value
             grid.update(grid_overrides)
+    for key, value in SEARCH_DEFAULTS.items():
+        if key not in grid:
+            search.setdefault(key, value)
+    for key, value in FIXED_DEFAULTS.items():
+        if key not in grid:
+            fixed.setdefault(key, value)
     description = data.get("description", "")
     if not isinstance(description, str):
         raise StudyError(
@@ -366,6 +439,8 @@ def _parse(data, path, quick, full):
         grid=grid,
         quick=quick,
         full=full,
+        comparators=tuple(comparators),
+        margin=float(margin),
     )
     for condition in study.conditions():
         check_values(study.at(condition), where)
@@ -453,7 +528,7 @@ def check_values(study, where):
             f"names from {OPTIMIZERS}. Received: optimizers={opts!r}"
         )
     scales = s["kernel_scales"]
-    if (
+    if scales is not None and (
         not isinstance(scales, list)
         or not scales
         or not all(_is_number(v) and v > 0 for v in scales)
@@ -461,6 +536,40 @@ def check_values(study, where):
         raise StudyError(
             f"{where}: `kernel_scales` must be a non-empty list of positive "
             f"numbers. Received: kernel_scales={scales!r}"
+        )
+    if s["tuner"] == "bracket":
+        _check_bracket(s, f, where)
+    if not (_is_number(s["lr_step"]) and s["lr_step"] > 0):
+        raise StudyError(
+            f"{where}: `lr_step` must be a positive number of decades. "
+            f"Received: lr_step={s['lr_step']!r}"
+        )
+    _check_choice(f, "schedule", SCHEDULES, where)
+    _check_int(f, "warmup_epochs", where, minimum=0)
+    if f["schedule"] == "cosine" and f["warmup_epochs"] >= f["epochs"]:
+        raise StudyError(
+            f"{where}: the warm-up must be shorter than the run. Received: "
+            f"warmup_epochs={f['warmup_epochs']!r}, epochs={f['epochs']!r}"
+        )
+    momentum = f["momentum"]
+    if not (_is_number(momentum) and 0 <= momentum < 1):
+        raise StudyError(
+            f"{where}: `momentum` must be a number in [0, 1). "
+            f"Received: momentum={momentum!r}"
+        )
+    scale = f["kernel_scale"]
+    if scale is not None and not (
+        _is_number(scale) and math.isfinite(scale) and scale > 0
+    ):
+        raise StudyError(
+            f"{where}: `kernel_scale` must be a positive number. "
+            f"Received: kernel_scale={scale!r}"
+        )
+    if scale is not None and scales is not None:
+        raise StudyError(
+            f"{where}: set either `kernel_scale` in [fixed] or "
+            "`kernel_scales` in [search], not both. Received: "
+            f"kernel_scale={scale!r}, kernel_scales={scales!r}"
         )
     _check_choice(f, "dataset", DATASETS, where)
     for key in ("train_samples", "val_samples", "test_samples", "depth"):
@@ -473,6 +582,44 @@ def check_values(study, where):
             f"{where}: `activation` must be a string. "
             f"Received: activation={f['activation']!r}"
         )
+
+
+def _check_bracket(search, fixed, where):
+    """The bracketing search varies the learning rate alone."""
+    if len(search["optimizers"]) != 1:
+        raise StudyError(
+            f"{where}: the bracketing search varies the learning rate "
+            "alone; give one optimiser, or make `optimizers` a [grid] key. "
+            f"Received: optimizers={search['optimizers']!r}"
+        )
+    if search["kernel_scales"] is not None:
+        raise StudyError(
+            f"{where}: the bracketing search varies the learning rate "
+            "alone; fix `kernel_scale` in [fixed] (or make it a [grid] "
+            "key) instead of searching `kernel_scales`. "
+            f"Received: kernel_scales={search['kernel_scales']!r}"
+        )
+    limits, lr = search["learning_rate_limits"], search["learning_rate"]
+    if not (
+        isinstance(limits, list)
+        and len(limits) == 2
+        and all(_is_number(v) and math.isfinite(v) for v in limits)
+        and 0 < limits[0] <= lr[0] < lr[1] <= limits[1]
+    ):
+        raise StudyError(
+            f"{where}: `learning_rate_limits` must be `[min, max]` with "
+            "0 < min <= the learning_rate window <= max. Received: "
+            f"learning_rate_limits={limits!r}, learning_rate={lr!r}"
+        )
+
+
+def _our_variants(family):
+    from keras_affine_div import models
+
+    return (
+        models.OUR_MLP_VARIANTS if family == "mlp"
+        else models.OUR_CNN_VARIANTS
+    )
 
 
 def _variants(family):

@@ -21,11 +21,8 @@ family = "mlp"
 arms = ["dense", "affine_like"]
 
 [search]
-tuner = "random"
+{search}
 max_trials = {max_trials}
-learning_rate = [1e-4, 1.0]
-optimizers = ["sgd", "adam"]
-kernel_scales = [0.5, 1.0, 2.0]
 seed = 0
 
 [fixed]
@@ -39,7 +36,7 @@ activation = "tanh"
 epochs = {epochs}
 batch_size = 16
 seeds = 2
-
+{fixed}
 [quick]
 max_trials = 1
 seeds = 1
@@ -73,13 +70,39 @@ def write_image_folder(root, per_class=(6, 2), seed=0):
     return str(root)
 
 
-def write_study(path, max_trials=2, train_samples=40, epochs=1, grid=None):
+# The search of the tiny study: KerasTuner's random search over the
+# learning rate, the optimiser and the kernel scale (protocol v1), or the
+# bracketing search of the learning rate alone (protocol v2), on a window
+# where the tiny model learns within an epoch or two.
+SEARCHES = {
+    "random": """tuner = "random"
+learning_rate = [1e-4, 1.0]
+optimizers = ["sgd", "adam"]
+kernel_scales = [0.5, 1.0, 2.0]""",
+    "bracket": """tuner = "bracket"
+learning_rate = [0.01, 0.1]
+lr_step = 0.5
+optimizers = ["adam"]""",
+}
+FIXED = {
+    "random": "",
+    "bracket": """schedule = "cosine"
+warmup_epochs = 1
+kernel_scale = 0.5
+""",
+}
+
+
+def write_study(path, max_trials=2, train_samples=40, epochs=1, grid=None,
+                tuner="random"):
     """Writes the tiny study to `path` (a `.toml` file) and returns it.
 
-    `grid`, a str, is appended as the body of a `[grid]` table.
+    `grid`, a str, is appended as the body of a `[grid]` table; `tuner` is
+    `"random"` or `"bracket"` (whose cosine schedule needs `epochs >= 2`).
     """
     text = TINY_STUDY.format(
-        max_trials=max_trials, train_samples=train_samples, epochs=epochs
+        max_trials=max_trials, train_samples=train_samples, epochs=epochs,
+        search=SEARCHES[tuner], fixed=FIXED[tuner],
     )
     if grid is not None:
         text += f"\n[grid]\n{grid}\n"

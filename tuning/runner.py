@@ -1,0 +1,584 @@
+"""Running a study, cell by cell, and reproducing one of its rows.
+
+`run(study, options)` takes every (condition, arm) *cell* of the study in
+order: the search of the cell's learning rate (and, for the random and
+Bayesian tuners, whatever else they search) on the validation split, then
+the chosen setting retrained on `seeds` seeds and evaluated on test. Each
+step lands in the results folder as soon as it is over (`tuning.schema`):
+a cell's search rows and its `cells.csv` row when its search ends, each
+seed's row when it ends. A run resumes from those files alone: a cell
+with a `cells.csv` row is not searched again, and a (condition, arm, seed)
+in `trials.csv` is not retrained, even in a fresh clone with no
+`tuning/runs/`. An interrupted search resumes from its KerasTuner project.
+On a distributed chief every search comes first (the workers train the
+trials), then the reruns.
+
+`reproduce(study, options, arm, seed, condition)` retrains one recorded
+row and prints both test accuracies.
+"""
+
+import dataclasses
+import numbers
+import os
+import shutil
+import time
+
+from tuning import distributed
+from tuning import lock
+from tuning import records
+from tuning import schema
+from tuning import search
+from tuning import training
+
+
+class SweepError(Exception):
+    """Bad input: printed as one line on stderr, exit status 2."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """How to run a study (the command line's options, as plain values).
+
+    Attributes:
+        data_dir: a local copy of the dataset, or `None`.
+        results_dir: where `<study>/` results are written.
+        runs_dir: where `<study>/` KerasTuner projects are kept.
+        overwrite: whether to delete the study's runs and results first.
+        worker_timeout: distributed chief: seconds of silence after which a
+            worker's trial is handed to another.
+        verbose: whether to show Keras' and KerasTuner's own progress.
+        callbacks: Keras callbacks added to every search trial's and seed
+            rerun's `fit`.
+        command: the command line, recorded in `summary.json`.
+    """
+
+    data_dir: str = None
+    results_dir: str = schema.DEFAULT_RESULTS_DIR
+    runs_dir: str = schema.DEFAULT_RUNS_DIR
+    overwrite: bool = False
+    worker_timeout: int = distributed.DEFAULT_WORKER_TIMEOUT_S
+    verbose: bool = False
+    callbacks: tuple = ()
+    command: str = ""
+
+
+def run(study, options=Options()):
+    """Searches and retrains every cell of `study`; writes the results.
+
+    Args:
+        study: a `Study`.
+        options: `Options`.
+
+    Returns:
+        dict: the summary written to `summary.json` (`None` on a worker).
+
+    Raises:
+        SweepError: for bad input, a study that changed since its runs, or
+            a study another runner holds.
+    """
+    import keras
+
+    role = _role()
+    backend = keras.backend.backend()
+    runs_dir = os.path.join(options.runs_dir, study.results_name)
+    out_dir = os.path.join(options.results_dir, study.results_name)
+    if role == "worker":
+        if options.overwrite:
+            log("--overwrite is left to the chief; this worker resumes")
+        return _run(study, options, role, backend, runs_dir, out_dir)
+    try:
+        with lock.StudyLock([runs_dir, out_dir], log=log):
+            return _run(study, options, role, backend, runs_dir, out_dir)
+    except lock.LockedError as e:
+        raise SweepError(str(e)) from None
+
+
+def _run(study, options, role, backend, runs_dir, out_dir):
+    git_at_start = records.git_state()
+    conditions = study.conditions()
+    start = time.perf_counter()
+    log(
+        f"study {study.results_name}: "
+        + (f"{len(conditions)} conditions ({', '.join(study.grid)}) x "
+           if study.grid else "")
+        + f"{len(study.arms)} arms ({', '.join(study.arms)}), "
+        f"{study.search['tuner']} search of up to "
+        f"{study.search['max_trials']} trials and {study.fixed['seeds']} "
+        f"seeds each; backend {backend}"
+        + (f"; distributed {role}" if role else "")
+    )
+    writes_results = role != "worker"
+    if options.overwrite and writes_results:
+        for path in (runs_dir, out_dir):
+            _empty_but_lock(path)
+        log(f"overwrite: emptied {runs_dir} and {out_dir}")
+    if writes_results:
+        _check_same_study(study, runs_dir, out_dir, backend)
+        for folder in (runs_dir, out_dir):
+            records.write_json(os.path.join(folder, schema.STUDY_JSON),
+                               _fingerprint(study))
+
+    state = _State(study, out_dir, backend)
+    datas, loaded = {}, {}
+    cells = [(c, condition, i, arm)
+             for c, condition in enumerate(conditions)
+             for i, arm in enumerate(study.arms)]
+    port = distributed.base_port() if role else None
+    for index, (c, condition, i, arm) in enumerate(cells):
+        at = study.at(condition)
+        if condition.name not in datas:
+            datas[condition.name] = _data_of(at, options.data_dir, loaded)
+        data = datas[condition.name]
+        label = _label(study, condition, c, i, arm)
+        if (condition.name, arm) not in state.cells or state.reopen(
+                condition.name, arm):
+            tuner = search.search_cell(
+                at, arm, data,
+                os.path.join(runs_dir, condition.name, arm)
+                if condition.name else os.path.join(runs_dir, arm),
+                "[search] " + label, log, start, role=role,
+                port=distributed.cell_port(port, index) if role else None,
+                worker_timeout=options.worker_timeout,
+                callbacks=options.callbacks, verbose=options.verbose,
+            )
+            if writes_results:
+                state.record_search(at, condition, arm, tuner)
+                cell = state.cells[condition.name, arm]
+                log(f"[search] {label}: search done, "
+                    f"{cell['search_trials']} trials; chosen "
+                    f"learning_rate {float(cell['learning_rate']):.3g} "
+                    f"(val_accuracy "
+                    f"{float(state.chosen[condition.name, arm]['val_accuracy']):.4f}), "
+                    + _bracket_words(cell) + f"; elapsed {search.elapsed(start)}")
+        elif role != "worker":
+            log(f"[search] {label}: search already done "
+                f"({state.cells[condition.name, arm]['search_trials']} "
+                "trials), skipped")
+        if role is None:
+            _seeds(state, at, condition, c, i, arm, data, options, start)
+    if not writes_results:
+        log("worker: searches done; the chief retrains the best settings "
+            "and writes the results")
+        return None
+    if role == "chief":
+        for c, condition, i, arm in cells:
+            _seeds(state, study.at(condition), condition, c, i, arm,
+                   datas[condition.name], options, start)
+    return _finish(state, datas, backend, role, start, git_at_start,
+                   options, out_dir)
+
+
+def _seeds(state, study, condition, c, i, arm, data, options, start):
+    """Retrains the chosen setting of one cell on every seed not yet
+    done."""
+    label = "[seeds] " + _label(state.study, condition, c, i, arm)
+    chosen = state.chosen_row(condition.name, arm)
+    hp_values = schema.hyperparameters(chosen)
+    cell = state.cells[condition.name, arm]
+    n = study.fixed["seeds"]
+    t0 = time.perf_counter()
+    trained = False
+    for seed in range(n):
+        key = (condition.name, arm, str(seed))
+        if key in state.runs:
+            log(f"{label} seed {seed + 1}/{n}: already done (test_accuracy "
+                f"{float(state.runs[key]['test_accuracy']):.4f}), skipped")
+            continue
+        result = training.train_and_evaluate(
+            study, arm, hp_values, data, seed, callbacks=options.callbacks,
+            verbose=1 if options.verbose else 0,
+        )
+        trained = True
+        state.record_run(study, condition, arm, seed, hp_values, chosen,
+                         cell, data, result)
+        log(f"{label} seed {seed + 1}/{n}: test_accuracy "
+            f"{result['test_accuracy']:.4f} (val {result['val_accuracy']:.4f}"
+            + (", diverged" if result["diverged"] else "")
+            + f") in {result['wall_time_s']:.1f} s; elapsed "
+            f"{search.elapsed(start)}")
+    if trained:
+        state.record_seeds(condition, arm, n, time.perf_counter() - t0)
+
+
+class _State:
+    """The results folder of a study being run: what is done, and writing
+    each piece as it lands."""
+
+    def __init__(self, study, out_dir, backend):
+        self.study = study
+        self.out_dir = out_dir
+        self.backend = backend
+        try:
+            self.runs = schema.read_runs(out_dir, backend)
+        except ValueError as e:
+            raise SweepError(str(e)) from None
+        self.curves = schema.read_keyed(
+            self._path(schema.CURVES_CSV), "condition", "arm", "seed",
+            "epoch")
+        self.search_rows = records.read_csv(
+            self._path(schema.SEARCH_TRIALS_CSV))
+        self.cells = schema.read_keyed(self._path(schema.CELLS_CSV),
+                                       "condition", "arm")
+        self.chosen = {}
+
+    def _path(self, name):
+        return os.path.join(self.out_dir, name)
+
+    def reopen(self, name, arm):
+        """Whether a searched cell's search goes on: `max_trials` was raised
+        since, and the search had ended by its budget, not by itself."""
+        cell = self.cells[name, arm]
+        budget = int(cell["max_trials"])
+        return (self.study.search["max_trials"] > budget
+                and int(cell["search_trials"]) >= budget
+                and not schema._true(cell["bracketed"]))
+
+    def rows_of(self, name, arm):
+        return [r for r in self.search_rows
+                if r.get("condition", "") == name and r["arm"] == arm]
+
+    def chosen_row(self, name, arm):
+        if (name, arm) not in self.chosen:
+            row = schema.chosen_row(self.rows_of(name, arm),
+                                    self.study.search["tuner"])
+            if row is None:
+                raise SweepError(
+                    f"no search trial of arm {arm!r}"
+                    + (f" in condition {name}" if name else "")
+                    + " completed; see the trial errors above. "
+                    f"Received: arm={arm!r}"
+                )
+            self.chosen[name, arm] = row
+        return self.chosen[name, arm]
+
+    def record_search(self, study, condition, arm, tuner):
+        """Writes the search rows and the `cells.csv` row of one cell."""
+        trials = [tuner.oracle.trials[t] for t in sorted(tuner.oracle.trials)]
+        rows = [{k: _cell(v) for k, v in
+                 schema.trial_row(self.study, condition, arm, t).items()}
+                for t in trials]
+        self.chosen.pop((condition.name, arm), None)
+        self.search_rows = [
+            r for r in self.search_rows
+            if (r.get("condition", ""), r["arm"]) != (condition.name, arm)
+        ] + rows
+        chosen = self.chosen_row(condition.name, arm)
+        b = schema.bracket(rows, chosen)
+        for r in rows:
+            r["bracketed"] = str(b["bracketed"])
+        wall = sum(float(r.get("wall_time_s") or 0.0) for r in rows)
+        self.cells[condition.name, arm] = {
+            k: _cell(v) for k, v in {
+                **schema.condition_cells(self.study, condition),
+                "arm": arm,
+                "search_trials": len(rows),
+                "max_trials": study.search["max_trials"],
+                "chosen_trial_id": chosen["trial_id"],
+                schema.LEARNING_RATE: chosen[schema.LEARNING_RATE],
+                **b,
+                "search_wall_time_s": wall,
+                "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            }.items()
+        }
+        records.write_csv(
+            self._path(schema.SEARCH_TRIALS_CSV),
+            schema.search_columns(self.study),
+            schema.ordered(self.study, self.search_rows, "trial_id"),
+        )
+        self._write_cells()
+
+    def record_run(self, study, condition, arm, seed, hp_values, chosen,
+                   cell, data, result):
+        key = (condition.name, arm, str(seed))
+        for epoch, metrics in enumerate(result["history"], start=1):
+            self.curves[key + (str(epoch),)] = dict(
+                metrics, arm=arm, seed=seed, epoch=epoch,
+                **schema.condition_cells(self.study, condition),
+            )
+        # Curves first: a row in trials.csv means the run is complete.
+        records.write_csv(self._path(schema.CURVES_CSV),
+                          schema.curve_columns(self.study),
+                          self.curves.values())
+        self.runs[key] = {
+            k: _cell(v) for k, v in schema.run_row(
+                study, arm, seed, hp_values, chosen, cell, data, result,
+                self.backend, condition).items()
+        }
+        records.write_csv(self._path(schema.TRIALS_CSV),
+                          schema.run_columns(self.study),
+                          schema.ordered(self.study, self.runs.values(),
+                                         "seed"))
+
+    def record_seeds(self, condition, arm, seeds, wall_time):
+        cell = self.cells[condition.name, arm]
+        previous = float(cell.get("seeds_wall_time_s") or 0.0)
+        cell.update(seeds=str(seeds), seeds_wall_time_s=str(previous + wall_time),
+                    finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+        self._write_cells()
+
+    def _write_cells(self):
+        records.write_csv(self._path(schema.CELLS_CSV),
+                          schema.cell_columns(self.study),
+                          schema.ordered(self.study, self.cells.values()))
+
+
+def _finish(state, datas, backend, role, start, git_at_start, options,
+            out_dir):
+    from tuning import plots
+    from tuning import report
+
+    study = state.study
+    runs = schema.ordered(study, state.runs.values(), "seed")
+    conditions = study.conditions()
+    labels = {d.label for d in datas.values()}
+    paths = plots.plot_all(
+        out_dir,
+        f"{study.results_name}: {', '.join(sorted(labels))}, {backend}",
+        study.arms,
+        runs,
+        list(state.curves.values()),
+        state.search_rows,
+        conditions=[c.name for c in conditions] if study.grid else None,
+    )
+    summary = schema.summary(study, datas, backend, options.command, runs,
+                             state.cells, role, time.perf_counter() - start,
+                             git_at_start=git_at_start)
+    records.write_json(os.path.join(out_dir, schema.SUMMARY_JSON), summary)
+    report_path = report.write_report(out_dir)
+    log(f"results: {out_dir} ({schema.TRIALS_CSV}, "
+        f"{schema.SEARCH_TRIALS_CSV}, {schema.CELLS_CSV}, "
+        f"{schema.CURVES_CSV}, {schema.SUMMARY_JSON}, "
+        f"{os.path.basename(report_path)}, "
+        f"{', '.join(os.path.basename(p) for p in paths)})")
+    log("bracketing: chosen learning rate, nearest completed non-diverged "
+        "neighbours below and above")
+    for condition in conditions:
+        for arm in study.arms:
+            cell = state.cells[condition.name, arm]
+            log(f"  {condition.name + ' ' if condition.name else ''}{arm}: "
+                f"{float(cell['learning_rate']):.3g} "
+                + _bracket_words(cell))
+    for condition in conditions:
+        arms = (summary["conditions"][condition.name]["arms"] if study.grid
+                else summary["arms"])
+        for arm, s in arms.items():
+            log(f"{condition.name + ' ' if condition.name else ''}{arm}: "
+                f"test_accuracy {s['test_accuracy_mean']:.4f} +- "
+                f"{s['test_accuracy_std']:.4f} over {s['seeds']} seeds")
+    unbracketed = summary["unbracketed"]
+    if unbracketed:
+        log(f"{len(unbracketed)} of {len(conditions) * len(study.arms)} "
+            "cells are NOT bracketed (their chosen rate lacks a completed, "
+            "non-diverged neighbour within a factor of 2 on some side): "
+            + ", ".join(f"{u['condition'] + ' ' if u['condition'] else ''}"
+                        f"{u['arm']}" for u in unbracketed))
+    else:
+        log("every cell is bracketed")
+    log(f"done in {search.elapsed(start)}")
+    return summary
+
+
+def _bracket_words(cell):
+    below = cell.get("lr_below_factor") or ""
+    above = cell.get("lr_above_factor") or ""
+    return (
+        f"below /{float(below):.2f}" if below else "nothing below"
+    ) + ", " + (
+        f"above x{float(above):.2f}" if above else "nothing above"
+    ) + (", bracketed" if schema._true(cell["bracketed"])
+         else ", NOT bracketed")
+
+
+def reproduce(study, options, arm, seed, condition=None):
+    """Retrains one recorded (condition, arm, seed) and prints both test
+    accuracies.
+
+    Returns:
+        dict: what `training.train_and_evaluate` returns.
+
+    Raises:
+        SweepError: for a run that is not recorded.
+    """
+    import keras
+
+    name = condition
+    if study.grid and name is None:
+        raise SweepError(
+            f"study {study.results_name!r} has a [grid]: pass --condition "
+            f"NAME, one of {[c.name for c in study.conditions()]}. "
+            "Received: condition=None"
+        )
+    if not study.grid and name is not None:
+        raise SweepError(
+            f"study {study.results_name!r} has no [grid], hence no "
+            f"conditions; leave --condition out. Received: condition={name!r}"
+        )
+    condition = (
+        study.condition(name) if study.grid else study.conditions()[0]
+    )
+    out_dir = os.path.join(options.results_dir, study.results_name)
+    trials_csv = os.path.join(out_dir, schema.TRIALS_CSV)
+    rows = records.read_csv(trials_csv)
+    if not rows:
+        raise SweepError(
+            f"no finished runs to reproduce: {trials_csv} is missing or "
+            "empty; run the study first. Received: "
+            f"study={study.results_name!r}"
+        )
+    rows = [r for r in rows if r.get("condition", "") == condition.name]
+    matches = [r for r in rows if r["arm"] == arm and r["seed"] == str(seed)]
+    if not matches:
+        available = sorted({(r["arm"], int(r["seed"])) for r in rows})
+        where = (f" of condition {condition.name}" if condition.name else "")
+        raise SweepError(
+            f"no recorded run for this arm and seed{where} in "
+            f"{trials_csv}; expected one of "
+            f"{', '.join(f'{a} {s}' for a, s in available)}. "
+            f"Received: arm={arm!r}, seed={str(seed)!r}"
+            + (f", condition={condition.name!r}" if condition.name else "")
+        )
+    row = matches[-1]
+    backend = keras.backend.backend()
+    if row.get("backend") and row["backend"] != backend:
+        log(f"note: recorded with backend {row['backend']}, reproducing "
+            f"with {backend}; expect small differences")
+    hp_values = schema.hyperparameters(row)
+    study = study.at(condition)
+    data = load_data(study, options.data_dir)
+    log(f"reproducing {study.results_name} "
+        + (f"condition {condition.name} " if condition.name else "")
+        + f"arm {arm} seed {seed} with {search.format_hps(hp_values)} on "
+        f"{data.label}")
+    result = training.train_and_evaluate(study, arm, hp_values, data,
+                                         int(seed),
+                                         callbacks=options.callbacks)
+    recorded = float(row["test_accuracy"])
+    print(
+        f"test_accuracy {result['test_accuracy']:.4f} (recorded "
+        f"{recorded:.4f}, difference "
+        f"{result['test_accuracy'] - recorded:+.4f})",
+        flush=True,
+    )
+    return result
+
+
+def load_data(study, data_dir):
+    """Loads the study's dataset subsets.
+
+    Raises:
+        SweepError: if the data is missing, badly laid out or unavailable.
+    """
+    from keras_affine_div import datasets
+
+    f = study.fixed
+    n = f["train_samples"] + f["val_samples"]
+    try:
+        return datasets.load(
+            f["dataset"],
+            data_dir=data_dir,
+            validation_split=f["val_samples"] / n,
+            seed=0,
+            max_train_samples=n,
+            max_test_samples=f["test_samples"],
+        )
+    except (
+        ValueError,
+        TypeError,
+        FileNotFoundError,
+        datasets.DataUnavailableError,
+    ) as e:
+        raise SweepError(f"cannot load the data: {e}") from None
+
+
+def _data_of(study, data_dir, loaded):
+    """The data of a (condition-resolved) study, loaded once per subset."""
+    key = tuple(study.fixed[k] for k in schema.DATA_KEYS)
+    if key in loaded:
+        return loaded[key]
+    data = load_data(study, data_dir)
+    log(
+        f"data: {data.label}, {len(data.x_train)} train / {len(data.x_val)} "
+        f"val / {len(data.x_test)} test images of shape {data.input_shape}"
+    )
+    loaded[key] = data
+    return data
+
+
+def _label(study, condition, c, i, arm):
+    where = (f"condition {c + 1}/{len(study.conditions())} "
+             f"{condition.name} " if study.grid else "")
+    return f"{where}arm {i + 1}/{len(study.arms)} {arm}"
+
+
+def _role():
+    try:
+        return distributed.role()
+    except distributed.DistributedError as e:
+        raise SweepError(str(e)) from None
+
+
+def _fingerprint(study):
+    """What must not change between a run and its resumption."""
+    config = study.config()
+    config["search"].pop("max_trials")
+    config["fixed"].pop("seeds")
+    config.pop("description")
+    return config
+
+
+def _check_same_study(study, runs_dir, out_dir, backend):
+    """Refuses to resume a study whose file changed since its runs.
+
+    The study's fingerprint is kept in both folders: in a fresh clone with
+    no runs folder, the committed results folder says what the study was.
+    """
+    fingerprint = _fingerprint(study)
+    for folder in (runs_dir, out_dir):
+        previous = records.read_json(os.path.join(folder, schema.STUDY_JSON))
+        if previous is not None and previous != fingerprint:
+            raise SweepError(
+                f"the study changed since its runs in {folder} were made "
+                "(only max_trials and seeds may change on resume); pass "
+                "--overwrite to start again. Received: "
+                f"study={study.results_name!r}"
+            )
+    summary = records.read_json(os.path.join(out_dir, schema.SUMMARY_JSON))
+    if summary is not None and summary.get("backend") != backend:
+        raise SweepError(
+            f"the results in {out_dir} were made with the "
+            f"{summary.get('backend')} backend; set KERAS_BACKEND to it or "
+            f"pass --overwrite. Received: backend={backend!r}"
+        )
+
+
+def _empty_but_lock(path):
+    """Deletes everything in `path` but the lock file (which a running
+    runner would otherwise lose)."""
+    if not os.path.isdir(path):
+        return
+    for name in os.listdir(path):
+        if name == lock.LOCK_NAME:
+            continue
+        full = os.path.join(path, name)
+        if os.path.isdir(full) and not os.path.islink(full):
+            shutil.rmtree(full)
+        else:
+            os.remove(full)
+
+
+def _cell(value):
+    """A value as it reads back from a CSV (so that fresh rows and rows
+    read from the files compare alike)."""
+    if value is None:
+        return ""
+    if isinstance(value, (list, tuple)):
+        return " ".join(str(v) for v in value)
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return str(int(value))
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return repr(float(value))
+    return str(value)
+
+
+def log(message):
+    print(message, flush=True)

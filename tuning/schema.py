@@ -1,0 +1,410 @@
+"""The result files of a study: their names, columns, rows and summary.
+
+One place for what `tuning.runner` writes and `tuning.report`,
+`tuning.plots` and `tuning.divergence` read, in `tuning/results/<study>/`:
+
+- `search_trials.csv`: one row per search trial of every (condition, arm)
+  cell, written when the cell's search is over;
+- `cells.csv`: one row per cell whose search is over: the chosen trial, its
+  bracket, how long the search and the seed reruns took;
+- `trials.csv`: one row per (condition, arm, seed) rerun, written as each
+  finishes;
+- `curves.csv`: the per-epoch metrics of the reruns;
+- `study.json`: the study as it was run (what may not change on resume);
+- `summary.json`: the study's config, data, backend, versions, commit and
+  command, and per cell the accuracies over seeds.
+
+A cell is *searched* once it has a row in `cells.csv`, and *done* once
+`trials.csv` holds every seed of it: a run resumes from these files alone,
+without the KerasTuner projects of `tuning/runs/`.
+"""
+
+import math
+import os
+import statistics
+import time
+
+from keras_affine_div import hypermodels
+from tuning import bracketing
+from tuning import records
+from tuning import study as study_module
+
+DEFAULT_RESULTS_DIR = os.path.join(records.REPO_ROOT, "tuning", "results")
+DEFAULT_RUNS_DIR = os.path.join(records.REPO_ROOT, "tuning", "runs")
+TRIALS_CSV = "trials.csv"
+SEARCH_TRIALS_CSV = "search_trials.csv"
+CELLS_CSV = "cells.csv"
+CURVES_CSV = "curves.csv"
+SUMMARY_JSON = "summary.json"
+REPORT_MD = "report.md"
+# In the runs and results folders: what the study was when they were made.
+STUDY_JSON = "study.json"
+
+# The names of the hyperparameters in the result tables.
+LEARNING_RATE = hypermodels.LEARNING_RATE
+OPTIMIZER = hypermodels.OPTIMIZER
+KERNEL_SCALE = hypermodels.KERNEL_SCALE
+HYPERPARAMETER_NAMES = hypermodels.HYPERPARAMETER_NAMES
+OBJECTIVE = hypermodels.OBJECTIVE
+
+RUN_METRICS = (
+    "test_accuracy",
+    "test_loss",
+    "val_accuracy",
+    "val_loss",
+    "final_train_loss",
+    "final_train_accuracy",
+    "epochs",
+    "wall_time_s",
+)
+# Of a run, after RUN_METRICS: whether it diverged, its optimizer steps.
+RUN_EXTRAS = ("diverged", "steps")
+TRIAL_METRICS = ("val_accuracy", "val_loss", "loss", "accuracy",
+                 "wall_time_s", "diverged")
+CURVE_COLUMNS = (
+    "arm", "seed", "epoch", "loss", "accuracy", "val_loss", "val_accuracy"
+)
+BRACKET_COLUMNS = ("bracketed", "lr_below_factor", "lr_above_factor")
+CELL_COLUMNS = (
+    "arm", "search_trials", "max_trials", "chosen_trial_id",
+    LEARNING_RATE, *BRACKET_COLUMNS, "search_wall_time_s",
+    "seeds", "seeds_wall_time_s", "finished_at",
+)
+# What a condition can change of the data: one load per distinct value.
+DATA_KEYS = ("dataset", "train_samples", "val_samples", "test_samples")
+
+
+def grid_columns(study):
+    """The leading columns of a study with a grid: condition and its keys."""
+    return ("condition", *study.grid) if study.grid else ()
+
+
+def condition_cells(study, condition):
+    """The `condition` column and the grid values of a result row."""
+    if not study.grid:
+        return {}
+    return {"condition": condition.name, **condition.values}
+
+
+def curve_columns(study):
+    return (*grid_columns(study), *CURVE_COLUMNS)
+
+
+def search_columns(study=None):
+    return (
+        *(grid_columns(study) if study is not None else ()),
+        "arm", "trial_id", "status", "val_accuracy",
+        *HYPERPARAMETER_NAMES,
+        "val_loss", "loss", "accuracy", "wall_time_s", "diverged",
+        "bracketed",
+    )
+
+
+def cell_columns(study):
+    return (*grid_columns(study), *CELL_COLUMNS)
+
+
+def run_columns(study):
+    columns = (
+        "study", "arm", "seed", *RUN_METRICS, *RUN_EXTRAS,
+        *HYPERPARAMETER_NAMES,
+        "search_trial_id", "search_val_accuracy", "search_trials",
+        *BRACKET_COLUMNS,
+        "family", "dataset", "dataset_label", "train_samples", "val_samples",
+        "test_samples", *study_module.MODEL_KEYS[study.family],
+        "batch_size", "tuner", "max_trials", "lr_low", "lr_high",
+        "optimizers", "kernel_scales", "lr_step", "learning_rate_limits",
+        "schedule", "warmup_epochs", "momentum", "backend",
+    )
+    if not study.grid:
+        return columns
+    # The grid values are columns already (as fixed settings, or as the
+    # `optimizers` searched); the condition goes after the study.
+    return (columns[0], "condition", *columns[1:],
+            *(k for k in study.grid if k not in columns))
+
+
+# Search trials.
+
+
+def trial_row(study, condition, arm, trial):
+    """One row of search_trials.csv from a KerasTuner trial."""
+    row = {"arm": arm, "trial_id": trial.trial_id, "status": trial.status,
+           **condition_cells(study, condition)}
+    row.update(trial.hyperparameters.values)
+    for name in TRIAL_METRICS:
+        if trial.metrics.exists(name):
+            row[name] = trial.metrics.get_last_value(name)
+    if "diverged" in row:
+        row["diverged"] = bool(row["diverged"])
+    return row
+
+
+def points(rows):
+    """The `bracketing.Point`s of the search rows of one cell."""
+    out = []
+    for r in rows:
+        if not r.get(LEARNING_RATE):
+            continue
+        lr = float(r[LEARNING_RATE])
+        if r["status"] != "COMPLETED":
+            out.append(bracketing.Point(lr, "failed"))
+        elif _diverged(r):
+            out.append(bracketing.Point(lr, "diverged"))
+        else:
+            out.append(bracketing.Point(lr, "ok", float(r[OBJECTIVE])))
+    return out
+
+
+def chosen_row(rows, tuner):
+    """The search row of one cell whose setting is retrained.
+
+    The bracketing search chooses as `bracketing.summarize` does (the best
+    completed, non-diverged trial, ties to the lower rate); the random and
+    Bayesian searches as KerasTuner does (the best completed trial, ties to
+    the earlier one).
+
+    Returns:
+        dict or None: the row, or `None` if no trial completed.
+    """
+    completed = [r for r in rows if r["status"] == "COMPLETED"
+                 and _finite(r.get(OBJECTIVE))]
+    if tuner == "bracket":
+        chosen = bracketing.summarize(points(rows))["chosen"]
+        if chosen is None:
+            return None
+        return next(r for r in completed if not _diverged(r)
+                    and math.isclose(float(r[LEARNING_RATE]), chosen,
+                                     rel_tol=1e-12))
+    if not completed:
+        return None
+    return max(completed, key=lambda r: float(r[OBJECTIVE]))
+
+
+def bracket(rows, chosen):
+    """The bracket of the chosen rate among the search rows of its cell.
+
+    Returns:
+        dict: `bracketed` (bool), `lr_below_factor` (the chosen rate over
+        its nearest completed, non-diverged neighbour below) and
+        `lr_above_factor` (that neighbour above over the chosen rate),
+        `None` where there is none.
+    """
+    lr = float(chosen[LEARNING_RATE])
+    ok = [p.learning_rate for p in points(rows) if p.status == "ok"]
+    below = [v for v in ok if v < lr * (1 - 1e-12)]
+    above = [v for v in ok if v > lr * (1 + 1e-12)]
+    below_factor = lr / max(below) if below else None
+    above_factor = min(above) / lr if above else None
+    limit = bracketing.BRACKET_FACTOR * (1 + 1e-6)
+    return {
+        "bracketed": (below_factor is not None and above_factor is not None
+                      and below_factor <= limit and above_factor <= limit),
+        "lr_below_factor": below_factor,
+        "lr_above_factor": above_factor,
+    }
+
+
+def hyperparameters(row):
+    """The hyperparameter values of a search or trials row."""
+    values = {LEARNING_RATE: float(row[LEARNING_RATE]),
+              OPTIMIZER: row[OPTIMIZER]}
+    if row.get(KERNEL_SCALE) not in (None, ""):
+        values[KERNEL_SCALE] = float(row[KERNEL_SCALE])
+    return values
+
+
+# Reruns.
+
+
+def run_row(study, arm, seed, hp_values, chosen, cell, data, result,
+            backend, condition=None):
+    """One row of trials.csv; `study` is resolved at `condition`, so that
+    the fixed settings in the row are the condition's."""
+    s, f = study.search, study.fixed
+    row = {"study": study.results_name, "arm": arm, "seed": seed}
+    if condition is not None and condition.name:
+        row["condition"] = condition.name
+    row.update({k: result[k] for k in RUN_METRICS + RUN_EXTRAS})
+    row.update(hp_values)
+    row.update(
+        search_trial_id=chosen["trial_id"],
+        search_val_accuracy=chosen[OBJECTIVE],
+        search_trials=cell["search_trials"],
+        **{k: cell[k] for k in BRACKET_COLUMNS},
+        family=study.family,
+        dataset=f["dataset"],
+        dataset_label=data.label,
+        train_samples=len(data.x_train),
+        val_samples=len(data.x_val),
+        test_samples=len(data.x_test),
+        batch_size=f["batch_size"],
+        tuner=s["tuner"],
+        max_trials=s["max_trials"],
+        lr_low=s["learning_rate"][0],
+        lr_high=s["learning_rate"][1],
+        optimizers=s["optimizers"],
+        kernel_scales=s["kernel_scales"],
+        lr_step=s["lr_step"],
+        learning_rate_limits=s["learning_rate_limits"],
+        schedule=f["schedule"],
+        warmup_epochs=f["warmup_epochs"],
+        momentum=f["momentum"],
+        backend=backend,
+        **study.model_kwargs,
+    )
+    return row
+
+
+def read_runs(out_dir, backend):
+    """The rows of trials.csv by (condition, arm, seed).
+
+    Raises:
+        ValueError: if a row was made with another backend.
+    """
+    runs = {}
+    for row in records.read_csv(os.path.join(out_dir, TRIALS_CSV)):
+        if row.get("backend") not in (None, "", backend):
+            raise ValueError(
+                f"{os.path.join(out_dir, TRIALS_CSV)} holds runs made with "
+                f"the {row['backend']} backend; set KERAS_BACKEND to it or "
+                f"pass --overwrite. Received: backend={backend!r}"
+            )
+        runs[row.get("condition", ""), row["arm"], row["seed"]] = row
+    return runs
+
+
+def read_keyed(path, *keys):
+    """The rows of a CSV by the values of `keys` (`condition` may be
+    absent)."""
+    return {
+        tuple(r.get(k, "") for k in keys): r for r in records.read_csv(path)
+    }
+
+
+def ordered(study, rows, *extra):
+    """`rows` in study order: condition, arm, then the int columns
+    `extra`."""
+    names = [c.name for c in study.conditions()]
+
+    def key(r):
+        condition = r.get("condition", "")
+        return (
+            names.index(condition) if condition in names else len(names),
+            study.arms.index(r["arm"]) if r["arm"] in study.arms
+            else len(study.arms),
+            *(int(r[k]) for k in extra),
+        )
+
+    return sorted(rows, key=key)
+
+
+# The summary.
+
+
+def summary(study, datas, backend, command, runs, cells, role, wall_time,
+            git_at_start=None):
+    """summary.json; per arm, or per condition and arm with a grid.
+
+    `git_commit` and `git_dirty` are the repository's state when the run
+    started (the code that ran); `git_commit_at_end` is added when the
+    repository moved during the run.
+    """
+    commit_at_end, dirty_at_end = records.git_state()
+    commit, dirty = git_at_start or (commit_at_end, dirty_at_end)
+    conditions = {}
+    for condition in study.conditions():
+        arms = {}
+        for arm in study.arms:
+            arms[arm] = _cell_summary(
+                [r for r in runs if r["arm"] == arm
+                 and r.get("condition", "") == condition.name],
+                cells.get((condition.name, arm)),
+            )
+        conditions[condition.name] = {"values": condition.values,
+                                      "arms": arms}
+    data = next(iter(datas.values()))
+    out = {
+        "study": study.results_name,
+        "config": study.config(),
+        "dataset": {
+            "name": data.name,
+            "label": data.label,
+            "train_samples": len(data.x_train),
+            "val_samples": len(data.x_val),
+            "test_samples": len(data.x_test),
+            "input_shape": list(data.input_shape),
+            "num_classes": data.num_classes,
+        },
+        "backend": backend,
+        "versions": records.library_versions(backend),
+        "git_commit": commit,
+        "git_dirty": dirty,
+        **({"git_commit_at_end": commit_at_end}
+           if commit_at_end != commit else {}),
+        "command": command,
+        "distributed": role is not None,
+    }
+    if study.grid:
+        out["conditions"] = conditions
+    else:
+        out["arms"] = conditions[""]["arms"]
+    unbracketed = [
+        {"condition": name, "arm": arm}
+        for name, c in conditions.items() for arm, s in c["arms"].items()
+        if not s["bracketed"]
+    ]
+    out.update(
+        unbracketed=unbracketed,
+        wall_time_s=wall_time,
+        finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    )
+    return out
+
+
+def _cell_summary(runs, cell):
+    accs = [float(r["test_accuracy"]) for r in runs]
+    first = runs[0] if runs else {}
+    return {
+        "seeds": len(accs),
+        "test_accuracy_mean": statistics.fmean(accs) if accs else None,
+        "test_accuracy_std": statistics.stdev(accs) if len(accs) > 1
+        else 0.0,
+        "test_accuracies": accs,
+        "best_hyperparameters": hyperparameters(first) if first else None,
+        "best_search_trial": first.get("search_trial_id"),
+        "best_val_accuracy": (float(first["search_val_accuracy"])
+                              if first else None),
+        "search_trials_completed": int(cell["search_trials"]) if cell
+        else 0,
+        "bracketed": bool(cell) and _true(cell["bracketed"]),
+        "lr_below_factor": _float_or_none(cell, "lr_below_factor"),
+        "lr_above_factor": _float_or_none(cell, "lr_above_factor"),
+        "search_wall_time_s": _float_or_none(cell, "search_wall_time_s"),
+        "seeds_wall_time_s": _float_or_none(cell, "seeds_wall_time_s"),
+    }
+
+
+def _diverged(row):
+    value = row.get("diverged", "")
+    if value not in ("", None):
+        return _true(value)
+    # Rows written before divergence was recorded: a non-finite loss.
+    return not _finite(row.get("loss")) if row.get("loss") else False
+
+
+def _true(value):
+    return str(value).strip().lower() in ("true", "1", "1.0", "yes")
+
+
+def _finite(value):
+    try:
+        return math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def _float_or_none(row, key):
+    if not row or row.get(key) in (None, ""):
+        return None
+    return float(row[key])
