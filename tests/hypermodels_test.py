@@ -169,10 +169,17 @@ def test_hyperparameter_names_are_stable():
         ({"kernel_scales": (1.0, -2.0)}, ValueError,
          r"positive numbers. Received: kernel_scales=\(1.0, -2.0\)"),
         ({"kernel_scales": ()}, ValueError, r"Received: kernel_scales=\(\)"),
+        ({"schedule": "step"}, ValueError,
+         r"Expected one of \('constant', 'cosine'\). Received: "
+         r"schedule='step'"),
+        ({"warmup_epochs": -1}, ValueError,
+         r"non-negative integer. Received: warmup_epochs=-1"),
+        ({"momentum": 1.0}, ValueError,
+         r"a number in \[0, 1\). Received: momentum=1.0"),
     ],
     ids=["variant", "optimizers_type", "optimizers_name", "optimizers_empty",
          "lr_order", "lr_zero", "lr_scalar", "scales_negative",
-         "scales_empty"],
+         "scales_empty", "schedule", "warmup", "momentum"],
 )
 def test_invalid_arguments(kwargs, error, match):
     arguments = dict(MLP_KWARGS, variant="dense")
@@ -212,3 +219,72 @@ def test_keras_tuner_is_optional_for_the_library():
         "`keras_affine_div.hypermodels` requires KerasTuner. Install it with "
         '`pip install "keras-affine-div[tuning]"`.'
     ), out.stderr
+
+
+def test_cosine_schedule_values():
+    schedule = hypermodels.cosine_schedule(0.2, total_steps=12,
+                                           warmup_steps=4)
+    values = [float(schedule(step)) for step in range(13)]
+    # Linear warm-up from 0, then a half cosine from the peak to 0.
+    expected = [0.2 * s / 4 for s in range(4)] + [
+        0.1 * (1 + np.cos(np.pi * (s - 4) / 8)) for s in range(4, 13)
+    ]
+    np.testing.assert_allclose(values, expected, atol=1e-6)
+    plain = hypermodels.cosine_schedule(0.2, total_steps=10)
+    assert float(plain(0)) == pytest.approx(0.2)
+    with pytest.raises(ValueError, match=r"Expected `0 <= warmup_steps < "
+                       r"total_steps`. Received: total_steps=4, "
+                       r"warmup_steps=4"):
+        hypermodels.cosine_schedule(0.1, total_steps=4, warmup_steps=4)
+
+
+def _tiny_data(n=48, features=4):
+    rng = np.random.default_rng(0)
+    return (rng.standard_normal((n, features)).astype("float32"),
+            np.arange(n) % 3)
+
+
+def test_fit_runs_the_cosine_schedule_over_the_whole_run():
+    x, y = _tiny_data()
+    hypermodel = hypermodels.MLPHyperModel(
+        "affine_like", (4,), 3, depth=1, width=8, optimizers=("sgd",),
+        kernel_scales=(0.5,), schedule="cosine", warmup_epochs=1,
+        momentum=0.5,
+    )
+    hp = keras_tuner.HyperParameters()
+    model = hypermodel.build(hp)
+    assert float(model.optimizer.momentum) == 0.5
+    seen = []
+
+    class Rates(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            seen.append(float(keras.ops.convert_to_numpy(
+                self.model.optimizer.learning_rate)))
+
+    hypermodel.fit(hp, model, x, y, epochs=3, batch_size=16,
+                   callbacks=[Rates()], verbose=0)
+    lr = hp.get("learning_rate")
+    # 3 steps per epoch: warm-up over the first epoch, then down to 0.
+    expected = [float(hypermodels.cosine_schedule(lr, 9, 3)(s))
+                for s in range(9)]
+    np.testing.assert_allclose(seen, expected, rtol=1e-5, atol=1e-9)
+    assert seen[0] == 0.0 and max(seen) == pytest.approx(lr)
+    with pytest.raises(ValueError, match=r"more epochs than the warm-up's. "
+                       r"Received: epochs=1, warmup_epochs=1"):
+        hypermodel.fit(hp, hypermodel.build(hp), x, y, epochs=1)
+
+
+def test_fit_stops_a_diverging_run_at_once():
+    x, y = _tiny_data()
+    x[20] = np.nan  # in the second batch of the first epoch
+    hypermodel = hypermodels.MLPHyperModel(
+        "dense", (4,), 3, depth=2, width=8, optimizers=("sgd",),
+    )
+    hp = keras_tuner.HyperParameters()
+    model = hypermodel.build(hp)
+    history = hypermodel.fit(hp, model, x, y, epochs=5, batch_size=16,
+                             shuffle=False, verbose=0)
+    # TerminateOnNaN ends training in the epoch that met a non-finite loss.
+    assert len(history.history["loss"]) == 1
+    assert int(keras.ops.convert_to_numpy(model.optimizer.iterations)) == 2
+    assert not np.isfinite(history.history["loss"][-1])

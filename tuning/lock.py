@@ -32,7 +32,8 @@ class StudyLock:
     """
 
     def __init__(self, paths, log=None):
-        self.paths = [os.path.abspath(p) for p in paths]
+        # Once each: the runs and results folders may be one folder.
+        self.paths = list(dict.fromkeys(os.path.abspath(p) for p in paths))
         self.log = log
         self._files = []
 

@@ -132,6 +132,7 @@ def _run(study, options, role, backend, runs_dir, out_dir):
         label = _label(study, condition, c, i, arm)
         if (condition.name, arm) not in state.cells or state.reopen(
                 condition.name, arm):
+            t0 = time.perf_counter()
             tuner = search.search_cell(
                 at, arm, data,
                 os.path.join(runs_dir, condition.name, arm)
@@ -142,7 +143,8 @@ def _run(study, options, role, backend, runs_dir, out_dir):
                 callbacks=options.callbacks, verbose=options.verbose,
             )
             if writes_results:
-                state.record_search(at, condition, arm, tuner)
+                state.record_search(at, condition, arm, tuner,
+                                    time.perf_counter() - t0, git_at_start)
                 cell = state.cells[condition.name, arm]
                 log(f"[search] {label}: search done, "
                     f"{cell['search_trials']} trials; chosen "
@@ -220,6 +222,8 @@ class _State:
         self.cells = schema.read_keyed(self._path(schema.CELLS_CSV),
                                        "condition", "arm")
         self.chosen = {}
+        # Whether this run added anything to the results.
+        self.changed = False
 
     def _path(self, name):
         return os.path.join(self.out_dir, name)
@@ -251,8 +255,9 @@ class _State:
             self.chosen[name, arm] = row
         return self.chosen[name, arm]
 
-    def record_search(self, study, condition, arm, tuner):
+    def record_search(self, study, condition, arm, tuner, wall_time, git):
         """Writes the search rows and the `cells.csv` row of one cell."""
+        self.changed = True
         trials = [tuner.oracle.trials[t] for t in sorted(tuner.oracle.trials)]
         rows = [{k: _cell(v) for k, v in
                  schema.trial_row(self.study, condition, arm, t).items()}
@@ -266,7 +271,8 @@ class _State:
         b = schema.bracket(rows, chosen)
         for r in rows:
             r["bracketed"] = str(b["bracketed"])
-        wall = sum(float(r.get("wall_time_s") or 0.0) for r in rows)
+        previous = self.cells.get((condition.name, arm), {})
+        wall = wall_time + float(previous.get("search_wall_time_s") or 0.0)
         self.cells[condition.name, arm] = {
             k: _cell(v) for k, v in {
                 **schema.condition_cells(self.study, condition),
@@ -278,6 +284,8 @@ class _State:
                 **b,
                 "search_wall_time_s": wall,
                 "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "git_commit": git[0],
+                "git_dirty": git[1],
             }.items()
         }
         records.write_csv(
@@ -290,6 +298,7 @@ class _State:
     def record_run(self, study, condition, arm, seed, hp_values, chosen,
                    cell, data, result):
         key = (condition.name, arm, str(seed))
+        self.changed = True
         for epoch, metrics in enumerate(result["history"], start=1):
             self.curves[key + (str(epoch),)] = dict(
                 metrics, arm=arm, seed=seed, epoch=epoch,
@@ -330,6 +339,13 @@ def _finish(state, datas, backend, role, start, git_at_start, options,
     study = state.study
     runs = schema.ordered(study, state.runs.values(), "seed")
     conditions = study.conditions()
+    summary_path = os.path.join(out_dir, schema.SUMMARY_JSON)
+    if not state.changed and os.path.isfile(summary_path):
+        # Nothing new: the results, their summary and report stay as the
+        # runs that made them wrote them.
+        log(f"results: {out_dir}, already complete; nothing was trained")
+        _log_results(state, records.read_json(summary_path), start)
+        return records.read_json(summary_path)
     labels = {d.label for d in datas.values()}
     paths = plots.plot_all(
         out_dir,
@@ -343,13 +359,22 @@ def _finish(state, datas, backend, role, start, git_at_start, options,
     summary = schema.summary(study, datas, backend, options.command, runs,
                              state.cells, role, time.perf_counter() - start,
                              git_at_start=git_at_start)
-    records.write_json(os.path.join(out_dir, schema.SUMMARY_JSON), summary)
+    records.write_json(summary_path, summary)
     report_path = report.write_report(out_dir)
     log(f"results: {out_dir} ({schema.TRIALS_CSV}, "
         f"{schema.SEARCH_TRIALS_CSV}, {schema.CELLS_CSV}, "
         f"{schema.CURVES_CSV}, {schema.SUMMARY_JSON}, "
         f"{os.path.basename(report_path)}, "
         f"{', '.join(os.path.basename(p) for p in paths)})")
+    _log_results(state, summary, start)
+    return summary
+
+
+def _log_results(state, summary, start):
+    """The last lines of a run: the bracketing table, the accuracies, the
+    unbracketed cells."""
+    study = state.study
+    conditions = study.conditions()
     log("bracketing: chosen learning rate, nearest completed non-diverged "
         "neighbours below and above")
     for condition in conditions:
@@ -365,7 +390,11 @@ def _finish(state, datas, backend, role, start, git_at_start, options,
             log(f"{condition.name + ' ' if condition.name else ''}{arm}: "
                 f"test_accuracy {s['test_accuracy_mean']:.4f} +- "
                 f"{s['test_accuracy_std']:.4f} over {s['seeds']} seeds")
-    unbracketed = summary["unbracketed"]
+    unbracketed = [
+        {"condition": name, "arm": arm}
+        for (name, arm), cell in state.cells.items()
+        if not schema._true(cell["bracketed"])
+    ]
     if unbracketed:
         log(f"{len(unbracketed)} of {len(conditions) * len(study.arms)} "
             "cells are NOT bracketed (their chosen rate lacks a completed, "
@@ -375,7 +404,6 @@ def _finish(state, datas, backend, role, start, git_at_start, options,
     else:
         log("every cell is bracketed")
     log(f"done in {search.elapsed(start)}")
-    return summary
 
 
 def _bracket_words(cell):
@@ -542,6 +570,15 @@ def _check_same_study(study, runs_dir, out_dir, backend):
                 "--overwrite to start again. Received: "
                 f"study={study.results_name!r}"
             )
+    has = {name: os.path.isfile(os.path.join(out_dir, name))
+           for name in (schema.TRIALS_CSV, schema.CELLS_CSV)}
+    if has[schema.TRIALS_CSV] and not has[schema.CELLS_CSV]:
+        raise SweepError(
+            f"the results in {out_dir} were written by an earlier version of "
+            f"the runner (no {schema.CELLS_CSV}) and cannot be resumed; pass "
+            "--overwrite to start again, or use another --results-dir. "
+            f"Received: study={study.results_name!r}"
+        )
     summary = records.read_json(os.path.join(out_dir, schema.SUMMARY_JSON))
     if summary is not None and summary.get("backend") != backend:
         raise SweepError(

@@ -68,7 +68,7 @@ BRACKET_COLUMNS = ("bracketed", "lr_below_factor", "lr_above_factor")
 CELL_COLUMNS = (
     "arm", "search_trials", "max_trials", "chosen_trial_id",
     LEARNING_RATE, *BRACKET_COLUMNS, "search_wall_time_s",
-    "seeds", "seeds_wall_time_s", "finished_at",
+    "seeds", "seeds_wall_time_s", "finished_at", "git_commit", "git_dirty",
 )
 # What a condition can change of the data: one load per distinct value.
 DATA_KEYS = ("dataset", "train_samples", "val_samples", "test_samples")
@@ -354,9 +354,18 @@ def summary(study, datas, backend, command, runs, cells, role, wall_time,
         for name, c in conditions.items() for arm, s in c["arms"].items()
         if not s["bracketed"]
     ]
+    cell_times = [
+        float(c.get(k) or 0.0) for c in cells.values()
+        for k in ("search_wall_time_s", "seeds_wall_time_s")
+    ]
     out.update(
         unbracketed=unbracketed,
+        # This run's time, and that of every cell, over all the runs that
+        # made them (a study may be resumed many times).
         wall_time_s=wall_time,
+        cells_wall_time_s=sum(cell_times),
+        commits=sorted({c["git_commit"] for c in cells.values()
+                        if c.get("git_commit")}),
         finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     )
     return out

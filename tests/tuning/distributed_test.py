@@ -64,7 +64,9 @@ def _wait_for(log, text, procs, timeout=300):
 @pytest.mark.requires_backend("jax")
 def test_chief_and_two_workers_survive_a_killed_worker(tmp_path):
     data_dir = common.write_image_folder(tmp_path / "cifar10")
-    study = common.write_study(tmp_path / "tiny.toml", max_trials=3)
+    # The bracketing search: its initial grid of 3 rates is the budget.
+    study = common.write_study(tmp_path / "tiny.toml", max_trials=3,
+                               epochs=2, tuner="bracket")
     args = (study, "--data-dir", data_dir, "--results-dir",
             tmp_path / "results", "--runs-dir", tmp_path / "runs",
             "--worker-timeout", "20")

@@ -9,13 +9,19 @@ def test_smoke_study():
     assert study.name == "smoke" and study.results_name == "smoke"
     assert study.family == "mlp"
     assert study.arms == ("dense", "affine_like")
-    assert study.search["max_trials"] == 2
-    lr = study.search["learning_rate"]
-    assert lr[0] <= 1e-4 and lr[1] >= 1.0
+    # Protocol v2: the bracketing search, one schedule, comparators.
+    assert study.search["tuner"] == "bracket"
+    assert study.search["optimizers"] == ["sgd"]
+    assert study.search["kernel_scales"] is None
+    assert study.search["learning_rate_limits"] == [1e-6, 100.0]
+    assert study.comparators == ("dense",) and study.margin == 0.01
+    assert study.our_arms == ("affine_like",)
     f = study.fixed
     assert (f["dataset"], f["train_samples"], f["val_samples"],
             f["test_samples"], f["epochs"], f["seeds"]) == (
-        "cifar10", 512, 256, 256, 1, 2)
+        "cifar10", 512, 256, 256, 2, 2)
+    assert (f["schedule"], f["warmup_epochs"], f["momentum"]) == (
+        "cosine", 1, 0.9)
     assert study.model_kwargs == {"depth": 2, "width": 128,
                                   "activation": "tanh"}
     assert "smoke" in study_module.list_studies()
@@ -60,7 +66,7 @@ def _edit(tmp_path, old, new):
         ('arms = ["dense", "affine_like"]', 'arms = ["dense", "dense"]',
          r"distinct mlp variants .* Received: arms=\['dense', 'dense'\]"),
         ('tuner = "random"', 'tuner = "grid"',
-         r"`tuner` must be one of \('random', 'bayesian'\). "
+         r"`tuner` must be one of \('bracket', 'random', 'bayesian'\). "
          r"Received: tuner='grid'"),
         ("max_trials = 2", "max_trials = 0",
          r"`max_trials` must be an integer >= 1. Received: max_trials=0"),
@@ -143,3 +149,102 @@ def test_unknown_study():
                        r" or a path to a `.toml` study file. "
                        r"Received: study='nope'"):
         study_module.load_study("nope")
+
+
+def test_v1_study_gets_the_protocol_defaults(tmp_path):
+    study = study_module.load_study(common.write_study(tmp_path / "v1.toml"))
+    assert study.search["kernel_scales"] == [0.5, 1.0, 2.0]
+    assert study.search["lr_step"] == 0.5
+    assert (study.fixed["schedule"], study.fixed["warmup_epochs"],
+            study.fixed["momentum"], study.fixed["kernel_scale"]) == (
+        "constant", 0, 0.9, None)
+    # Undeclared comparators: every arm that is not ours.
+    assert study.comparators == ("dense",)
+    config = study.config()
+    assert config["compare"]["comparators"] == ["dense"]
+    assert config["compare"]["margin"] == 0.01
+
+
+def test_bracket_study(tmp_path):
+    path = common.write_study(tmp_path / "v2.toml", tuner="bracket",
+                              epochs=2)
+    study = study_module.load_study(path)
+    assert study.search["tuner"] == "bracket"
+    assert study.fixed["kernel_scale"] == 0.5
+    assert study.fixed["schedule"] == "cosine"
+
+
+def _edit_v2(tmp_path, old, new):
+    path = common.write_study(tmp_path / "bad.toml", tuner="bracket",
+                              epochs=2)
+    text = open(path).read()
+    assert old in text, old
+    open(path, "w").write(text.replace(old, new, 1))
+    return path
+
+
+@pytest.mark.parametrize(
+    "old, new, match",
+    [
+        ('optimizers = ["adam"]', 'optimizers = ["adam", "sgd"]',
+         r"the bracketing search varies the learning rate alone; give one "
+         r"optimiser.* Received: optimizers=\['adam', 'sgd'\]"),
+        ('optimizers = ["adam"]',
+         'optimizers = ["adam"]\nkernel_scales = [1.0, 2.0]',
+         r"fix `kernel_scale` in \[fixed\] .* instead of searching "
+         r"`kernel_scales`. Received: kernel_scales=\[1.0, 2.0\]"),
+        ("kernel_scale = 0.5\n", "",
+         None),
+        ("lr_step = 0.5", "lr_step = 0",
+         r"`lr_step` must be a positive number of decades. "
+         r"Received: lr_step=0"),
+        ("lr_step = 0.5", "lr_step = 0.5\nlearning_rate_limits = [0.05, 1]",
+         r"`learning_rate_limits` must be `\[min, max\]` .* Received: "
+         r"learning_rate_limits=\[0.05, 1\], learning_rate=\[0.01, 0.1\]"),
+        ('schedule = "cosine"', 'schedule = "step"',
+         r"`schedule` must be one of \('constant', 'cosine'\). "
+         r"Received: schedule='step'"),
+        ("warmup_epochs = 1", "warmup_epochs = 2",
+         r"the warm-up must be shorter than the run. Received: "
+         r"warmup_epochs=2, epochs=2"),
+        ("warmup_epochs = 1", "warmup_epochs = 1\nmomentum = 1.0",
+         r"`momentum` must be a number in \[0, 1\). Received: momentum=1.0"),
+        ("kernel_scale = 0.5", "kernel_scale = -1",
+         r"`kernel_scale` must be a positive number. "
+         r"Received: kernel_scale=-1"),
+        ('family = "mlp"', 'family = "mlp"\ncomparators = ["affine_like"]',
+         r"`comparators` must be a list of distinct arms of the study that "
+         r"are not ours .* Received: comparators=\['affine_like'\]"),
+        ('family = "mlp"', 'family = "mlp"\ncomparators = ["batch_norm"]',
+         r"Received: comparators=\['batch_norm'\], "
+         r"arms=\['dense', 'affine_like'\]"),
+        ('family = "mlp"', 'family = "mlp"\nmargin = -0.01',
+         r"`margin` must be a number >= 0 \(accuracy\). "
+         r"Received: margin=-0.01"),
+    ],
+    ids=["two_optimizers", "kernel_scales_and_scale", "no_kernel_scale",
+         "lr_step", "limits", "schedule", "warmup", "momentum",
+         "kernel_scale", "comparator_ours", "comparator_not_an_arm",
+         "margin"],
+)
+def test_malformed_v2_study_files(tmp_path, old, new, match):
+    path = _edit_v2(tmp_path, old, new)
+    if match is None:
+        # Leaving the kernel scale out is allowed: the layers' default.
+        assert study_module.load_study(path).fixed["kernel_scale"] is None
+        return
+    with pytest.raises(study_module.StudyError,
+                       match=r"^Malformed study file .*bad\.toml: .*" + match):
+        study_module.load_study(path)
+
+
+def test_kernel_scale_fixed_and_searched(tmp_path):
+    path = common.write_study(tmp_path / "bad.toml")
+    text = open(path).read().replace(
+        "seeds = 2\n", "seeds = 2\nkernel_scale = 1.0\n", 1)
+    open(path, "w").write(text)
+    with pytest.raises(study_module.StudyError,
+                       match=r"set either `kernel_scale` in \[fixed\] or "
+                       r"`kernel_scales` in \[search\], not both. Received: "
+                       r"kernel_scale=1.0, kernel_scales=\[0.5, 1.0, 2.0\]"):
+        study_module.load_study(path)

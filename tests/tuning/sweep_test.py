@@ -2,14 +2,18 @@
 
 import json
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import threading
 
 import keras
 import pytest
 
 from tests.tuning import common
+from tuning import lock
+from tuning import patches
 from tuning import records
 from tuning import study as study_module
 from tuning import sweep
@@ -114,24 +118,30 @@ def test_reproduce(finished):
 @pytest.mark.requires_backend("torch")
 def test_killed_runs_resume_without_redoing_work(tmp_path):
     data_dir = common.write_image_folder(tmp_path / "cifar10")
-    study = common.write_study(tmp_path / "tiny.toml", max_trials=3)
+    study = common.write_study(tmp_path / "tiny.toml", max_trials=3,
+                               epochs=2, tuner="bracket")
     args = (study, "--data-dir", data_dir, "--results-dir",
             tmp_path / "results", "--runs-dir", tmp_path / "runs")
     out = tmp_path / "results" / "tiny"
 
-    # Killed during the search, after its first trial.
+    # Killed during the first cell's search, after its first trial.
     first = _run_until(tmp_path, args, "dense: trial 1 of 3 done")
     assert not (out / "trials.csv").exists()
-    # Killed during the seed reruns, after the first row was written.
+    assert not (out / "cells.csv").exists()
+    # Killed during the first cell's seed reruns, after its first row.
     second = _run_until(tmp_path, args, "dense seed 1/2: test_accuracy")
     assert "dense: trial 1 of 3 started" not in second
     assert "resuming, 1 of 3 trials already done" in second
     rows = records.read_csv(out / "trials.csv")
     assert [(r["arm"], r["seed"]) for r in rows] == [("dense", "0")]
+    # The finished search of the cell is in the results already.
+    assert [c["arm"] for c in records.read_csv(out / "cells.csv")] == [
+        "dense"]
 
     final = common.run_sweep(tmp_path, *args)
     assert final.returncode == 0, final.stdout + final.stderr
-    assert "started" not in final.stdout  # no search trial redone
+    assert "dense: trial" not in final.stdout  # no search trial redone
+    assert "dense: search already done (3 trials), skipped" in final.stdout
     assert "dense seed 1/2: already done" in final.stdout
     rows = records.read_csv(out / "trials.csv")
     assert [(r["arm"], r["seed"]) for r in rows] == [
@@ -141,7 +151,13 @@ def test_killed_runs_resume_without_redoing_work(tmp_path):
     assert [(r["arm"], r["trial_id"]) for r in search] == [
         (arm, t) for arm in ARMS for t in ("0", "1", "2")
     ] and {r["status"] for r in search} == {"COMPLETED"}
-    assert len(records.read_csv(out / "curves.csv")) == 4
+    # The bracketing search tried its initial grid, as far as the budget
+    # went: 3 trials are too few to bracket, and the runner says so.
+    assert sorted({float(r["learning_rate"]) for r in search}) == \
+        pytest.approx([0.01, 10**-1.5, 0.1])
+    assert {r["bracketed"] for r in search} == {"False"}
+    assert "cells are NOT bracketed" in final.stdout
+    assert len(records.read_csv(out / "curves.csv")) == 8
 
     # Done: a rerun changes nothing; --overwrite starts again.
     before = (out / "trials.csv").read_text()
@@ -324,7 +340,7 @@ def test_keras_tuner_state_is_written_atomically(tmp_path, monkeypatch):
     from keras_tuner.src import utils as kt_utils
     from keras_tuner.src.engine import stateful
 
-    sweep._atomic_keras_tuner_writes()
+    assert patches.atomic_keras_tuner_writes()
     # KerasTuner's writers call it through the module: they get ours.
     assert stateful.utils.save_json is kt_utils.save_json
     assert kt_utils.save_json._atomic
@@ -341,3 +357,137 @@ def test_keras_tuner_state_is_written_atomically(tmp_path, monkeypatch):
     # The old state is intact and no temporary file is left behind.
     assert kt_utils.load_json(str(path)) == {"state": 1}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["oracle.json"]
+
+
+# Resuming from the committed results alone.
+
+
+def test_a_fresh_clone_of_finished_results_trains_nothing(finished, tmp_path,
+                                                          capsys):
+    tmp, args, proc = finished
+    assert proc.returncode == 0
+    # A fresh clone: the results folder as committed, no runs folder.
+    results = tmp_path / "clone" / "results"
+    shutil.copytree(tmp / "results", results)
+    before = {p.name: p.read_bytes() for p in (results / "tiny").iterdir()
+              if p.name != lock.LOCK_NAME}
+    argv = [args[0], "--data-dir", args[2], "--results-dir", results,
+            "--runs-dir", tmp_path / "clone" / "runs"]
+    assert sweep.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "started" not in out
+    assert out.count("search already done (2 trials), skipped") == 2
+    assert out.count("already done (test_accuracy") == 4
+    assert "nothing was trained" in out
+    # Not a byte changed, the summary and its wall time included.
+    after = {p.name: p.read_bytes() for p in (results / "tiny").iterdir()
+             if p.name != lock.LOCK_NAME}
+    assert after == before
+
+
+def test_results_of_an_older_runner_are_not_resumed(tmp_path, capsys):
+    study = common.write_study(tmp_path / "tiny.toml")
+    out = tmp_path / "results" / "tiny"
+    out.mkdir(parents=True)
+    (out / "trials.csv").write_text("study,arm,seed\ntiny,dense,0\n")
+    code, err = _main(capsys, study, "--results-dir", tmp_path / "results",
+                      "--runs-dir", tmp_path / "runs")
+    assert code == 2
+    assert "written by an earlier version of the runner" in err
+    assert err.endswith("Received: study='tiny'\n")
+
+
+# One runner per study.
+
+
+def _hold_lock(folder):
+    """A separate process holding the study lock of `folder`."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time\n"
+         "from tuning import lock\n"
+         "with lock.StudyLock([sys.argv[1]]):\n"
+         "    print('locked', flush=True)\n"
+         "    time.sleep(300)\n",
+         str(folder)],
+        cwd=common.REPO_ROOT, stdout=subprocess.PIPE, text=True,
+    )
+    assert holder.stdout.readline().strip() == "locked"
+    return holder
+
+
+def test_a_second_runner_is_refused_and_a_stale_lock_taken_over(tmp_path,
+                                                                capsys):
+    study = common.write_study(tmp_path / "tiny.toml")
+    data_dir = common.write_image_folder(tmp_path / "cifar10")
+    runs = tmp_path / "runs" / "tiny"
+    (runs / "keep").mkdir(parents=True)
+    argv = (study, "--data-dir", data_dir, "--results-dir",
+            tmp_path / "results", "--runs-dir", tmp_path / "runs",
+            "--max-trials", "1", "--seeds", "1")
+    holder = _hold_lock(runs)
+    try:
+        code, err = _main(capsys, *argv)
+        assert code == 2
+        assert err.startswith("error: another runner is using this study: "
+                              f"the lock {runs / lock.LOCK_NAME} is held by "
+                              f"process {holder.pid} on ")
+        assert err.endswith(
+            f"Received: lock='{runs / lock.LOCK_NAME}'\n")
+        # --overwrite never deletes under a running process.
+        code, err = _main(capsys, *argv, "--overwrite")
+        assert code == 2 and "another runner is using this study" in err
+        assert (runs / "keep").is_dir()
+    finally:
+        holder.kill()
+        holder.wait()
+    # The holder was killed: its lock file stays, and is taken over.
+    assert (runs / lock.LOCK_NAME).exists()
+    assert sweep.main(argv) == 0
+    out = capsys.readouterr().out
+    assert (f"lock {runs / lock.LOCK_NAME}: taken over from process "
+            f"{holder.pid} on ") in out
+    assert len(records.read_csv(tmp_path / "results" / "tiny" /
+                                "trials.csv")) == 2
+
+
+def test_lock_takes_over_a_dead_holder_and_refuses_a_live_one(tmp_path):
+    folder = tmp_path / "study"
+    folder.mkdir()
+    # What a killed runner leaves behind: a lock file naming it, unlocked.
+    (folder / lock.LOCK_NAME).write_text(
+        json.dumps({"pid": 999999, "host": "h", "command": "c",
+                    "since": "t"}) + "\n")
+    said = []
+    with lock.StudyLock([folder], log=said.append):
+        assert len(said) == 1 and "taken over from process 999999" in said[0]
+        holder = json.loads((folder / lock.LOCK_NAME).read_text())
+        assert holder["pid"] == os.getpid()
+        with pytest.raises(lock.LockedError,
+                           match=rf"held by process {os.getpid()} on "):
+            with lock.StudyLock([folder]):
+                pass
+    # Released on exit: taken again at once, with nothing to take over.
+    said.clear()
+    with lock.StudyLock([folder], log=said.append):
+        assert said and "taken over" in said[0]
+
+
+# The Bayesian tuner (scikit-learn) and the Python API.
+
+
+def test_bayesian_tuner_runs(tmp_path):
+    data_dir = common.write_image_folder(tmp_path / "cifar10")
+    path = common.write_study(tmp_path / "tiny.toml", max_trials=2)
+    text = open(path).read().replace('tuner = "random"', 'tuner = "bayesian"')
+    open(path, "w").write(text)
+    arguments = sweep.Arguments(
+        study=path, data_dir=data_dir, results_dir=str(tmp_path / "results"),
+        runs_dir=str(tmp_path / "runs"), seeds=1,
+    )
+    summary = sweep.execute(arguments)
+    assert summary["config"]["search"]["tuner"] == "bayesian"
+    search = records.read_csv(tmp_path / "results" / "tiny" /
+                              "search_trials.csv")
+    assert [r["status"] for r in search] == ["COMPLETED"] * 4
+    assert summary["arms"]["affine_like"]["seeds"] == 1
