@@ -234,7 +234,11 @@ def test_report_on_committed_smoke_results(tmp_path):
     assert "| dense |" in text and "| affine_like |" in text
     assert "| affine_like - dense |" in text
     assert "CIFAR-10 (JPEG copy)" in text
-    assert "Comparators: not declared" in text
+    # Protocol v2: the comparators come from the study, every cell is
+    # bracketed, and the committed report is what the files give.
+    assert "Comparators, declared by the study: `dense`" in text
+    assert "Every (condition, arm) cell is bracketed" in text
+    assert text == open(src + "/" + report.REPORT_MD).read()
 
 
 def test_missing_results(tmp_path, capsys):
