@@ -12,7 +12,9 @@ Sources, in order of preference:
   CIFAR-10 class names) given as `data_dir` or through the environment
   variable `KERAS_AFFINE_DIV_CIFAR10_DIR`, read with
   `tfds.folder_dataset.ImageFolder`; otherwise `tfds.load("cifar10")`, which
-  downloads the original once.
+  downloads the original once, or, where TensorFlow or TensorFlow Datasets
+  is not installed (a JAX or PyTorch install),
+  `keras.datasets.cifar10.load_data()`, which downloads the same original.
 - Fashion-MNIST: the original IDX files in `data_dir`, else in
   `/usr/share/datasets/fashion-mnist/` (Debian's `dataset-fashion-mnist`),
   else `keras.datasets.fashion_mnist.load_data()` (downloads once).
@@ -194,8 +196,9 @@ def load(
         FileNotFoundError: if `data_dir` (or a file it must hold) does not
             exist.
         DataUnavailableError: if the data must be downloaded and cannot be.
-        ImportError: if CIFAR-10 is to be read and TensorFlow or TensorFlow
-            Datasets is not installed.
+        ImportError: if a CIFAR-10 image folder is to be read and
+            TensorFlow or TensorFlow Datasets is not installed (without
+            them, CIFAR-10 downloads through `keras.datasets`).
     """
     if name not in NAMES:
         raise ValueError(
@@ -286,7 +289,59 @@ def _load_cifar10(data_dir, cache_dir, tfds_data_dir):
         return _load_cifar10_image_folder(
             os.fspath(data_dir), arg_name, cache_dir
         )
-    return _load_cifar10_tfds(cache_dir, tfds_data_dir)
+    if _tfds_installed():
+        return _load_cifar10_tfds(cache_dir, tfds_data_dir)
+    return _load_cifar10_keras(cache_dir)
+
+
+def _tfds_installed():
+    """Whether TensorFlow and TensorFlow Datasets can be imported."""
+    import importlib.util
+
+    return all(
+        importlib.util.find_spec(name) is not None
+        for name in ("tensorflow", "tensorflow_datasets")
+    )
+
+
+def _load_cifar10_keras(cache_dir):
+    """CIFAR-10 through `keras.datasets`, for installs without TensorFlow."""
+
+    def decode():
+        if not _can_reach(CIFAR10_DOWNLOAD_HOST, PROBE_TIMEOUT_S):
+            raise DataUnavailableError(
+                "CIFAR-10 is not cached and its download host "
+                f"{CIFAR10_DOWNLOAD_HOST[0]} cannot be reached. Either pass "
+                "`data_dir` (or set the environment variable "
+                f"{CIFAR10_DIR_ENV}) to a local CIFAR-10 image folder "
+                "(`train/<class>/*.jpg`, `test/<class>/*.jpg`; reading it "
+                "needs TensorFlow Datasets), or run once with internet "
+                "access so that `keras.datasets.cifar10.load_data()` can "
+                "download it. Received: data_dir=None"
+            )
+        import keras
+
+        (x_train, y_train), (x_test, y_test) = (
+            keras.datasets.cifar10.load_data()
+        )
+        return (
+            _channels_last(x_train), np.asarray(y_train).reshape(-1),
+            _channels_last(x_test), np.asarray(y_test).reshape(-1),
+        )
+
+    arrays = _cached(
+        cache_dir, key=("cifar10", "keras.datasets"), decode=decode
+    )
+    return _Raw("cifar10", "CIFAR-10", "keras.datasets",
+                CIFAR10_CLASS_NAMES, *arrays)
+
+
+def _channels_last(x):
+    """`keras.datasets` follows `image_data_format()`; ours is NHWC."""
+    x = np.asarray(x)
+    if x.ndim == 4 and x.shape[1] == 3 and x.shape[-1] != 3:
+        x = x.transpose(0, 2, 3, 1)
+    return np.ascontiguousarray(x, dtype=np.uint8)
 
 
 def _load_cifar10_image_folder(data_dir, arg_name, cache_dir):

@@ -319,6 +319,102 @@ def test_tfds_offline_fails_fast(tmp_path, monkeypatch):
     assert not (tmp_path / "cache").exists()
 
 
+# CIFAR-10 through keras.datasets, where TensorFlow Datasets is not
+# installed.
+
+
+def _mock_keras_cifar10(monkeypatch, n_train=30, n_test=12,
+                        channels_first=False):
+    calls = []
+    rng = np.random.default_rng(0)
+    shape = (3, 32, 32) if channels_first else (32, 32, 3)
+    x_train = rng.integers(0, 256, (n_train, *shape), dtype=np.uint8)
+    x_test = rng.integers(0, 256, (n_test, *shape), dtype=np.uint8)
+    y_train = (np.arange(n_train) % 10).reshape(-1, 1).astype(np.uint8)
+    y_test = (np.arange(n_test) % 10).reshape(-1, 1).astype(np.uint8)
+
+    def load_data():
+        calls.append(1)
+        return (x_train, y_train), (x_test, y_test)
+
+    monkeypatch.setattr(datasets, "_tfds_installed", lambda: False)
+    monkeypatch.setattr(keras.datasets.cifar10, "load_data", load_data)
+    return calls, x_train, x_test
+
+
+@pytest.mark.parametrize("channels_first", [False, True],
+                         ids=["channels_last", "channels_first"])
+def test_keras_datasets_path_without_tfds(tmp_path, monkeypatch,
+                                          channels_first):
+    calls, x_train, x_test = _mock_keras_cifar10(
+        monkeypatch, channels_first=channels_first)
+    monkeypatch.setattr(datasets, "_can_reach", lambda *args: True)
+    ds = datasets.load("cifar10", cache_dir=tmp_path / "cache",
+                       validation_split=0.2)
+    assert (ds.label, ds.source) == ("CIFAR-10", "keras.datasets")
+    assert ds.input_shape == (32, 32, 3)
+    assert (len(ds.x_train), len(ds.x_val), len(ds.x_test)) == (24, 6, 12)
+    assert ds.x_train.dtype == np.float32 and ds.y_train.dtype == np.int32
+    assert ds.class_names == datasets.CIFAR10_CLASS_NAMES
+    # The same standardisation as every source: the training images'.
+    np.testing.assert_allclose(
+        ds.x_train.mean(axis=(0, 1, 2), dtype=np.float64), 0.0, atol=1e-5)
+    np.testing.assert_allclose(
+        ds.x_train.std(axis=(0, 1, 2), dtype=np.float64), 1.0, atol=1e-5)
+    # A NumPy reference of the split and standardisation: the seeded
+    # hold-out, statistics of the training images, the test split in its
+    # original order, all in NHWC.
+    nhwc = (lambda x: x.transpose(0, 2, 3, 1)) if channels_first else (
+        lambda x: x)
+    rng = np.random.default_rng(0)
+    train_perm = rng.permutation(30)
+    rng.permutation(12)
+    train_idx = train_perm[6:]
+    train = nhwc(x_train)[train_idx].astype(np.float64)
+    mean = train.mean(axis=(0, 1, 2))
+    std = train.std(axis=(0, 1, 2))
+    np.testing.assert_allclose(ds.x_test, (nhwc(x_test) - mean) / std,
+                               rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(ds.y_test, np.arange(12) % 10)
+    np.testing.assert_array_equal(ds.y_train, train_idx % 10)
+    # Cached: the second load downloads nothing.
+    again = datasets.load("cifar10", cache_dir=tmp_path / "cache",
+                          validation_split=0.2)
+    assert len(calls) == 1
+    np.testing.assert_array_equal(again.x_train, ds.x_train)
+
+
+def test_keras_datasets_offline_fails_fast(tmp_path, monkeypatch):
+    calls, _, _ = _mock_keras_cifar10(monkeypatch)
+    probes = []
+
+    def unreachable(address, timeout):
+        probes.append(address)
+        return False
+
+    monkeypatch.setattr(datasets, "_can_reach", unreachable)
+    start = time.perf_counter()
+    with pytest.raises(
+        datasets.DataUnavailableError,
+        match=r"CIFAR-10 is not cached and its download host "
+        r"www.cs.toronto.edu cannot be reached.*"
+        r"keras.datasets.cifar10.load_data\(\)` can download it. "
+        r"Received: data_dir=None",
+    ):
+        datasets.load("cifar10", cache_dir=tmp_path / "cache")
+    assert time.perf_counter() - start < 10
+    assert probes == [datasets.CIFAR10_DOWNLOAD_HOST] and calls == []
+    assert not (tmp_path / "cache").exists()
+
+
+def test_tfds_installed():
+    import importlib.util
+
+    expected = all(importlib.util.find_spec(m) is not None
+                   for m in ("tensorflow", "tensorflow_datasets"))
+    assert datasets._tfds_installed() is expected
+
+
 def test_import_is_light():
     heavy = ["tensorflow_datasets", "keras_tuner"]
     if keras.backend.backend() != "tensorflow":

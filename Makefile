@@ -1,0 +1,42 @@
+# Two commands for a fresh clone (see README.md):
+#   make smoke   set up .venv, then run the smoke study (the main job)
+#   make test    set up .venv, then run the whole test suite on the three backends
+# The set-up is reused while requirements-cpu.txt and pyproject.toml are
+# unchanged. VENV, BACKEND and DATA_DIR can be overridden:
+#   make smoke BACKEND=torch DATA_DIR=/path/to/cifar10-image-folder
+
+VENV ?= .venv
+PYTHON ?= python3
+BACKEND ?= jax
+# The CIFAR-10 image folder: DATA_DIR, else $KERAS_AFFINE_DIV_CIFAR10_DIR
+# (read by the runner itself), else a local copy next to the clone, else
+# the download (tfds, or keras.datasets without TensorFlow).
+DATA_DIR ?= $(if $(KERAS_AFFINE_DIV_CIFAR10_DIR),,$(wildcard ../shared/datasets/cifar10-jpeg))
+# The smoke run writes outside the committed results.
+SMOKE_OUT ?= build/smoke
+
+export TF_CPP_MIN_LOG_LEVEL ?= 2
+export TF_ENABLE_ONEDNN_OPTS ?= 0
+
+STAMP := $(VENV)/.installed
+
+.PHONY: setup smoke test wheel-check
+
+setup: $(STAMP)
+
+$(STAMP): requirements-cpu.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --disable-pip-version-check -r requirements-cpu.txt
+	$(VENV)/bin/python -m pip install -q --disable-pip-version-check -e ".[tuning,notebooks,test]"
+	touch $(STAMP)
+
+smoke: $(STAMP)
+	KERAS_BACKEND=$(BACKEND) $(VENV)/bin/python -m tuning.sweep smoke \
+	  $(if $(DATA_DIR),--data-dir $(DATA_DIR)) \
+	  --results-dir $(SMOKE_OUT)/results --runs-dir $(SMOKE_OUT)/runs
+
+test: $(STAMP)
+	PYTHON=$(VENV)/bin/python scripts/test_all_backends.sh
+
+wheel-check:
+	PYTHON=$(PYTHON) scripts/wheel_check.sh
