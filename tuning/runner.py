@@ -49,6 +49,8 @@ class Options:
         verbose: whether to show Keras' and KerasTuner's own progress.
         callbacks: Keras callbacks added to every search trial's and seed
             rerun's `fit`.
+        tensorboard: a folder for TensorBoard logs (see
+            `tuning.tensorboard`), or `None`.
         command: the command line, recorded in `summary.json`.
     """
 
@@ -59,6 +61,7 @@ class Options:
     worker_timeout: int = distributed.DEFAULT_WORKER_TIMEOUT_S
     verbose: bool = False
     callbacks: tuple = ()
+    tensorboard: str = None
     command: str = ""
 
 
@@ -141,6 +144,8 @@ def _run(study, options, role, backend, runs_dir, out_dir):
                 port=distributed.cell_port(port, index) if role else None,
                 worker_timeout=options.worker_timeout,
                 callbacks=options.callbacks, verbose=options.verbose,
+                tensorboard=_tensorboard_dir(options, study),
+                run_prefix=(condition.name, arm),
             )
             if writes_results:
                 state.record_search(at, condition, arm, tuner,
@@ -186,8 +191,18 @@ def _seeds(state, study, condition, c, i, arm, data, options, start):
             log(f"{label} seed {seed + 1}/{n}: already done (test_accuracy "
                 f"{float(state.runs[key]['test_accuracy']):.4f}), skipped")
             continue
+        callbacks = list(options.callbacks)
+        if options.tensorboard:
+            from tuning import tensorboard
+
+            callbacks += tensorboard.callbacks(
+                _tensorboard_dir(options, state.study),
+                tensorboard.run_name(condition.name, arm, "seed", seed),
+                {**hp_values, "arm": arm, "seed": seed,
+                 **schema.condition_cells(state.study, condition)},
+            )
         result = training.train_and_evaluate(
-            study, arm, hp_values, data, seed, callbacks=options.callbacks,
+            study, arm, hp_values, data, seed, callbacks=callbacks,
             verbose=1 if options.verbose else 0,
         )
         trained = True
@@ -530,6 +545,12 @@ def _data_of(study, data_dir, loaded):
     )
     loaded[key] = data
     return data
+
+
+def _tensorboard_dir(options, study):
+    if not options.tensorboard:
+        return None
+    return os.path.join(options.tensorboard, study.results_name)
 
 
 def _label(study, condition, c, i, arm):

@@ -42,11 +42,16 @@ class ArmTuner(keras_tuner.Tuner):
         callbacks: more Keras callbacks for every trial's `fit`. Defaults to
             `()`.
         fit_verbose: `fit`'s verbosity. Defaults to `0`.
+        tensorboard: a folder for the TensorBoard logs of every trial
+            (`tuning.tensorboard`), or `None`. Defaults to `None`.
+        run_prefix: `(condition name, arm)`, the start of the trials'
+            TensorBoard run names. Defaults to `("", "")`.
         **kwargs: for `keras_tuner.Tuner`.
     """
 
     def __init__(self, data, epochs, batch_size, search_seed, label, log,
-                 start, callbacks=(), fit_verbose=0, **kwargs):
+                 start, callbacks=(), fit_verbose=0, tensorboard=None,
+                 run_prefix=("", ""), **kwargs):
         self.data = data
         self.epochs = epochs
         self.batch_size = batch_size
@@ -56,10 +61,23 @@ class ArmTuner(keras_tuner.Tuner):
         self.start = start
         self.extra_callbacks = tuple(callbacks)
         self.fit_verbose = fit_verbose
+        self.tensorboard = tensorboard
+        self.run_prefix = tuple(run_prefix)
         self._last = None
         super().__init__(**kwargs)
 
     def run_trial(self, trial, *args, **kwargs):
+        callbacks = list(self.extra_callbacks)
+        if self.tensorboard:
+            from tuning import tensorboard
+
+            condition, arm = self.run_prefix
+            callbacks += tensorboard.callbacks(
+                self.tensorboard,
+                tensorboard.run_name(condition, arm, "trial", trial.trial_id),
+                {**trial.hyperparameters.values, "arm": arm,
+                 "trial": int(trial.trial_id)},
+            )
         result = training.train(
             self.hypermodel,
             trial.hyperparameters,
@@ -67,7 +85,7 @@ class ArmTuner(keras_tuner.Tuner):
             self.epochs,
             self.batch_size,
             seed=self.search_seed * TRIAL_SEED_BASE + int(trial.trial_id),
-            callbacks=self.extra_callbacks,
+            callbacks=callbacks,
             verbose=self.fit_verbose,
         )
         self._last = {name: float(result[name])
@@ -126,7 +144,8 @@ def make_oracle(study, role):
 
 def search_cell(study, arm, data, project_dir, label, log, start, role=None,
                 port=None, worker_timeout=distributed.DEFAULT_WORKER_TIMEOUT_S,
-                callbacks=(), verbose=False):
+                callbacks=(), verbose=False, tensorboard=None,
+                run_prefix=("", "")):
     """Runs (or resumes, or joins) the search of one cell.
 
     Args:
@@ -142,6 +161,8 @@ def search_cell(study, arm, data, project_dir, label, log, start, role=None,
         worker_timeout: seconds; see `distributed.Liveness`.
         callbacks: more Keras callbacks for every trial's `fit`.
         verbose: whether to show Keras' and KerasTuner's own progress.
+        tensorboard: a folder for TensorBoard logs, or `None`.
+        run_prefix: `(condition name, arm)`, for the TensorBoard run names.
 
     Returns:
         keras_tuner.Tuner or None: the cell's tuner, whose oracle holds the
@@ -170,6 +191,8 @@ def search_cell(study, arm, data, project_dir, label, log, start, role=None,
             start=start,
             callbacks=callbacks,
             fit_verbose=1 if verbose else 0,
+            tensorboard=tensorboard,
+            run_prefix=run_prefix,
             oracle=make_oracle(study, role),
             hypermodel=training.make_hypermodel(study, arm, data),
             directory=os.path.dirname(project_dir),

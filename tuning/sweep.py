@@ -3,6 +3,7 @@
     python -m tuning.sweep STUDY [--quick | --full] [--data-dir DIR]
         [--results-dir DIR] [--runs-dir DIR] [--overwrite] [--seeds N]
         [--max-trials N] [--worker-timeout SECONDS] [--verbose]
+        [--tensorboard DIR]
     python -m tuning.sweep STUDY --reproduce ARM SEED [--condition NAME]
 
 For every (condition, arm) cell of the study, a KerasTuner search on the
@@ -46,7 +47,7 @@ class Arguments:
         quick: whether to apply the study's `[quick]` overrides.
         full: whether to apply the study's `[full]` overrides.
         data_dir, results_dir, runs_dir, overwrite, worker_timeout,
-        verbose: see `tuning.runner.Options`.
+        verbose, tensorboard: see `tuning.runner.Options`.
         seeds: the number of seeds, or `None` for the study's.
         max_trials: search trials per cell, or `None` for the study's.
         reproduce: `(arm, seed)` to retrain one recorded row, or `None`.
@@ -65,6 +66,7 @@ class Arguments:
     max_trials: int = None
     worker_timeout: int = DEFAULT_WORKER_TIMEOUT_S
     verbose: bool = False
+    tensorboard: str = None
     reproduce: tuple = None
     condition: str = None
     command: str = ""
@@ -89,6 +91,7 @@ def main(argv=None):
         max_trials=namespace.max_trials,
         worker_timeout=namespace.worker_timeout,
         verbose=namespace.verbose,
+        tensorboard=namespace.tensorboard,
         reproduce=tuple(namespace.reproduce) if namespace.reproduce else None,
         condition=namespace.condition,
         command=command,
@@ -125,6 +128,7 @@ def execute(arguments):
         overwrite=arguments.overwrite,
         worker_timeout=arguments.worker_timeout,
         verbose=arguments.verbose,
+        tensorboard=arguments.tensorboard,
         command=arguments.command,
     )
     if arguments.reproduce:
@@ -220,6 +224,13 @@ def parser():
         "--verbose", action="store_true",
         help="show Keras' per-epoch progress and KerasTuner's trial tables "
         "(default: one line per trial)",
+    )
+    p.add_argument(
+        "--tensorboard", metavar="DIR",
+        help=(
+            "write TensorBoard logs (per-epoch metrics and the HParams of "
+            "every search trial and seed rerun) under DIR/<study>/"
+        ),
     )
     p.add_argument(
         "--reproduce", nargs=2, metavar=("ARM", "SEED"),

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The prepared accelerator check: on a machine with only python3 and its
+# own JAX and PyTorch (CUDA builds on a GPU machine; no TensorFlow, no
+# internet), installs Keras, KerasTuner and the other pure-Python wheels
+# from WHEELS (made by scripts/gpu_wheels.sh), then, on the jax and torch
+# backends, runs the layer tests and `benchmarks/layer_overhead.py --quick`,
+# and writes the benchmark JSON (gpu-<backend>.json), the log (gpu_check.log)
+# and a summary (gpu_check.json) into OUT. It ends within 8 minutes. On a
+# CPU machine it checks the same things on the CPU.
+# Usage: scripts/gpu_check.sh WHEELS OUT
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+wheels=${1:?usage: scripts/gpu_check.sh WHEELS OUT}
+out=${2:?usage: scripts/gpu_check.sh WHEELS OUT}
+PYTHON="${PYTHON:-python3}"
+mkdir -p "$out"
+log="$out/gpu_check.log"
+: > "$log"
+site=$(mktemp -d)
+trap 'rm -rf "$site"' EXIT
+start=$(date +%s)
+say() { echo "$*" | tee -a "$log"; }
+
+say "== install from $wheels"
+if ! "$PYTHON" -m pip install -q --no-index --no-deps --no-compile \
+    --no-cache-dir --target "$site" "$wheels"/*.whl >> "$log" 2>&1; then
+  say "install failed"; exit 1
+fi
+export PYTHONPATH="$site:$root${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=2
+"$PYTHON" - >> "$log" 2>&1 <<'PY'
+import keras, keras_tuner, numpy
+print("keras", keras.__version__, "keras_tuner", keras_tuner.__version__,
+      "numpy", numpy.__version__)
+for name in ("jax", "torch"):
+    try:
+        m = __import__(name)
+        devices = (m.devices() if name == "jax"
+                   else [m.cuda.get_device_name(0)] if m.cuda.is_available()
+                   else ["cpu"])
+        print(name, m.__version__, devices)
+    except Exception as e:  # reported, and the check of that backend fails
+        print(name, "unavailable:", e)
+PY
+
+status=()
+for backend in jax torch; do
+  say "== $backend: layer tests"
+  if timeout 170 env KERAS_BACKEND="$backend" "$PYTHON" -m pytest \
+      tests/layers -q -x -p no:cacheprovider >> "$log" 2>&1; then
+    tests=passed
+  else
+    tests=failed
+  fi
+  say "$backend layer tests: $tests ($(tail -1 "$log"))"
+  say "== $backend: benchmarks/layer_overhead.py --quick"
+  if timeout 60 env KERAS_BACKEND="$backend" "$PYTHON" \
+      benchmarks/layer_overhead.py --quick \
+      --output "$out/gpu-$backend.json" >> "$log" 2>&1 \
+      && [ -s "$out/gpu-$backend.json" ]; then
+    bench=passed
+  else
+    bench=failed
+  fi
+  say "$backend benchmark: $bench"
+  status+=("\"$backend\": {\"layer_tests\": \"$tests\", \"benchmark\": \"$bench\"}")
+done
+elapsed=$(( $(date +%s) - start ))
+host=$(hostname)
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+(IFS=,; echo "{\"commit\": \"$commit\", \"host\": \"$host\", \"gpu\": \"${gpu:-none}\", \"elapsed_s\": $elapsed, ${status[*]}}") \
+  > "$out/gpu_check.json"
+say "== done in ${elapsed} s: $(cat "$out/gpu_check.json")"
+grep -q failed "$out/gpu_check.json" && exit 1
+exit 0
