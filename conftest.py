@@ -17,8 +17,7 @@ BACKENDS = ("tensorflow", "jax", "torch")
 
 def pytest_report_header(config):
     return (
-        f"keras backend: {keras.backend.backend()} "
-        f"(keras {keras.__version__})"
+        f"keras backend: {keras.backend.backend()} (keras {keras.__version__})"
     )
 
 

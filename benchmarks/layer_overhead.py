@@ -69,12 +69,19 @@ README_END = "<!-- results: end -->"
 # Run settings per mode. `round_seconds` is the time one model runs per
 # round; `max_steps` caps the steps that fill it.
 MODES = {
-    "full": dict(rounds=15, warmup_steps=3, round_seconds=0.3, max_steps=20,
-                 memory=True),
-    "quick": dict(rounds=5, warmup_steps=1, round_seconds=0.0, max_steps=1,
-                  memory=False),
-    "smoke": dict(rounds=1, warmup_steps=1, round_seconds=0.0, max_steps=1,
-                  memory=("Conv2D", "PatchNormConv2D")),
+    "full": dict(
+        rounds=15, warmup_steps=3, round_seconds=0.3, max_steps=20, memory=True
+    ),
+    "quick": dict(
+        rounds=5, warmup_steps=1, round_seconds=0.0, max_steps=1, memory=False
+    ),
+    "smoke": dict(
+        rounds=1,
+        warmup_steps=1,
+        round_seconds=0.0,
+        max_steps=1,
+        memory=("Conv2D", "PatchNormConv2D"),
+    ),
 }
 
 # (name, family, batch size, input shape, units or filters). The smoke mode
@@ -112,31 +119,78 @@ CONV_CANDIDATES = (
 
 # (candidate, reference, bound, threshold, cases, what it checks).
 TARGETS = [
-    ("AffineLikeDense", "Dense", "<=", 1.05, ("dense_3072_1024",),
-     "AffineLikeDense <= 1.05x Dense at 3072->1024"),
-    ("NormLikeDense", "Dense", "<=", 1.05, ("dense_3072_1024",),
-     "NormLikeDense <= 1.05x Dense at 3072->1024"),
-    ("AffineLikeDense", "Dense+LayerNormalization", "<=", 1.0,
-     ("dense_3072_1024", "dense_512_512"),
-     "AffineLikeDense no slower than Dense+LayerNormalization"),
-    ("NormLikeDense", "Dense+LayerNormalization", "<=", 1.0,
-     ("dense_3072_1024", "dense_512_512"),
-     "NormLikeDense no slower than Dense+LayerNormalization"),
-    ("PatchNormConv2D", "Conv2D", "<=", 1.10,
-     ("conv_32x32x64_64", "conv_16x16x128_128"),
-     "PatchNormConv2D <= 1.10x Conv2D"),
-    ("AffineLikeConv2D", "Conv2D", "<=", 1.10,
-     ("conv_32x32x64_64", "conv_16x16x128_128"),
-     "AffineLikeConv2D <= 1.10x Conv2D"),
-    ("PatchNormConv2D", "Conv2D+BatchNormalization", "<=", 1.0,
-     ("conv_32x32x64_64", "conv_16x16x128_128"),
-     "PatchNormConv2D no slower than Conv2D+BatchNormalization"),
-    ("AffineLikeConv2D", "Conv2D+BatchNormalization", "<=", 1.0,
-     ("conv_32x32x64_64", "conv_16x16x128_128"),
-     "AffineLikeConv2D no slower than Conv2D+BatchNormalization"),
-    ("NaivePatchNorm(extract_patches)", "PatchNormConv2D", ">=", 5.0,
-     ("conv_32x32x64_64", "conv_16x16x128_128"),
-     "naive (extract_patches) PatchNorm >= 5x slower than PatchNormConv2D"),
+    (
+        "AffineLikeDense",
+        "Dense",
+        "<=",
+        1.05,
+        ("dense_3072_1024",),
+        "AffineLikeDense <= 1.05x Dense at 3072->1024",
+    ),
+    (
+        "NormLikeDense",
+        "Dense",
+        "<=",
+        1.05,
+        ("dense_3072_1024",),
+        "NormLikeDense <= 1.05x Dense at 3072->1024",
+    ),
+    (
+        "AffineLikeDense",
+        "Dense+LayerNormalization",
+        "<=",
+        1.0,
+        ("dense_3072_1024", "dense_512_512"),
+        "AffineLikeDense no slower than Dense+LayerNormalization",
+    ),
+    (
+        "NormLikeDense",
+        "Dense+LayerNormalization",
+        "<=",
+        1.0,
+        ("dense_3072_1024", "dense_512_512"),
+        "NormLikeDense no slower than Dense+LayerNormalization",
+    ),
+    (
+        "PatchNormConv2D",
+        "Conv2D",
+        "<=",
+        1.10,
+        ("conv_32x32x64_64", "conv_16x16x128_128"),
+        "PatchNormConv2D <= 1.10x Conv2D",
+    ),
+    (
+        "AffineLikeConv2D",
+        "Conv2D",
+        "<=",
+        1.10,
+        ("conv_32x32x64_64", "conv_16x16x128_128"),
+        "AffineLikeConv2D <= 1.10x Conv2D",
+    ),
+    (
+        "PatchNormConv2D",
+        "Conv2D+BatchNormalization",
+        "<=",
+        1.0,
+        ("conv_32x32x64_64", "conv_16x16x128_128"),
+        "PatchNormConv2D no slower than Conv2D+BatchNormalization",
+    ),
+    (
+        "AffineLikeConv2D",
+        "Conv2D+BatchNormalization",
+        "<=",
+        1.0,
+        ("conv_32x32x64_64", "conv_16x16x128_128"),
+        "AffineLikeConv2D no slower than Conv2D+BatchNormalization",
+    ),
+    (
+        "NaivePatchNorm(extract_patches)",
+        "PatchNormConv2D",
+        ">=",
+        5.0,
+        ("conv_32x32x64_64", "conv_16x16x128_128"),
+        "naive (extract_patches) PatchNorm >= 5x slower than PatchNormConv2D",
+    ),
 ]
 
 MEMORY_METHOD = (
@@ -179,8 +233,9 @@ def naive_patch_norm_layers(keras):
     ops = keras.ops
 
     class _NaivePatchNorm(keras.layers.Layer):
-        def __init__(self, filters, kernel_size, padding="same",
-                     epsilon=1e-3, **kwargs):
+        def __init__(
+            self, filters, kernel_size, padding="same", epsilon=1e-3, **kwargs
+        ):
             super().__init__(**kwargs)
             self.filters = filters
             self.kernel_size = kernel_size
@@ -190,8 +245,12 @@ def naive_patch_norm_layers(keras):
         def build(self, input_shape):
             self.kernel = self.add_weight(
                 name="kernel",
-                shape=(self.kernel_size, self.kernel_size, input_shape[-1],
-                       self.filters),
+                shape=(
+                    self.kernel_size,
+                    self.kernel_size,
+                    input_shape[-1],
+                    self.filters,
+                ),
                 initializer=keras.initializers.RandomNormal(stddev=1.0),
             )
             self.bias = self.add_weight(
@@ -201,7 +260,8 @@ def naive_patch_norm_layers(keras):
         def call(self, inputs):
             patches = self._patches(inputs)
             sq_norms = ops.sum(
-                ops.square(ops.cast(patches, "float32")), axis=-1,
+                ops.square(ops.cast(patches, "float32")),
+                axis=-1,
                 keepdims=True,
             )
             kernel = ops.reshape(self.kernel, (-1, self.filters))
@@ -219,8 +279,11 @@ def naive_patch_norm_layers(keras):
 
         def _patches(self, inputs):
             return ops.image.extract_patches(
-                inputs, size=self.kernel_size, strides=1,
-                padding=self.padding, data_format="channels_last",
+                inputs,
+                size=self.kernel_size,
+                strides=1,
+                padding=self.padding,
+                data_format="channels_last",
             )
 
     class NaivePatchNormSlices(_NaivePatchNorm):
@@ -233,13 +296,17 @@ def naive_patch_norm_layers(keras):
                 before = (k - 1) // 2
                 inputs = ops.pad(
                     inputs,
-                    ((0, 0), (before, k - 1 - before),
-                     (before, k - 1 - before), (0, 0)),
+                    (
+                        (0, 0),
+                        (before, k - 1 - before),
+                        (before, k - 1 - before),
+                        (0, 0),
+                    ),
                 )
             else:
                 height, width = height - k + 1, width - k + 1
             shifted = [
-                inputs[:, i:i + height, j:j + width, :]
+                inputs[:, i : i + height, j : j + width, :]
                 for i in range(k)
                 for j in range(k)
             ]
@@ -277,33 +344,36 @@ def build_layers(keras, kad_layers, candidate, units):
     L = keras.layers
     conv = dict(kernel_size=3, padding="same")
     if candidate.startswith("NaivePatchNorm"):
-        kind = candidate[len("NaivePatchNorm("):-1]
+        kind = candidate[len("NaivePatchNorm(") : -1]
         return [naive_patch_norm_layers(keras)[kind](units, **conv)]
     builders = {
         "Dense": lambda: [L.Dense(units)],
         "AffineLikeDense": lambda: [kad_layers.AffineLikeDense(units)],
         "NormLikeDense": lambda: [kad_layers.NormLikeDense(units)],
         "Dense+LayerNormalization": lambda: [
-            L.Dense(units), L.LayerNormalization()
+            L.Dense(units),
+            L.LayerNormalization(),
         ],
         "Dense+BatchNormalization": lambda: [
-            L.Dense(units), L.BatchNormalization()
+            L.Dense(units),
+            L.BatchNormalization(),
         ],
         "UnitNormalization+Dense": lambda: [
-            L.UnitNormalization(), L.Dense(units)
+            L.UnitNormalization(),
+            L.Dense(units),
         ],
         "Conv2D": lambda: [L.Conv2D(units, **conv)],
-        "PatchNormConv2D": lambda: [
-            kad_layers.PatchNormConv2D(units, **conv)
-        ],
+        "PatchNormConv2D": lambda: [kad_layers.PatchNormConv2D(units, **conv)],
         "AffineLikeConv2D": lambda: [
             kad_layers.AffineLikeConv2D(units, **conv)
         ],
         "Conv2D+BatchNormalization": lambda: [
-            L.Conv2D(units, **conv), L.BatchNormalization()
+            L.Conv2D(units, **conv),
+            L.BatchNormalization(),
         ],
         "Conv2D+GroupNormalization": lambda: [
-            L.Conv2D(units, **conv), L.GroupNormalization(min(32, units))
+            L.Conv2D(units, **conv),
+            L.GroupNormalization(min(32, units)),
         ],
     }
     return builders[candidate]()
@@ -366,7 +436,8 @@ def summarise(times, baseline_times):
     cpu_ratios = [t[1] / b[1] for t, b in zip(times, baseline_times)]
     quartiles = (
         statistics.quantiles(ratios, n=4, method="inclusive")
-        if len(ratios) > 1 else [ratios[0]] * 3
+        if len(ratios) > 1
+        else [ratios[0]] * 3
     )
     return {
         "round_times_s": wall,
@@ -404,9 +475,9 @@ def run_case(keras, kad_layers, case, settings, log):
         steps_per_round = {}
         for candidate, (model, x, y) in models.items():
             if phase == "train":
-                fn = (lambda m=model, x=x, y=y: m.train_on_batch(x, y))
+                fn = lambda m=model, x=x, y=y: m.train_on_batch(x, y)
             else:
-                fn = (lambda m=model, x=x: m.predict_on_batch(x))
+                fn = lambda m=model, x=x: m.predict_on_batch(x)
             start = time.perf_counter()
             for _ in range(settings["warmup_steps"]):
                 fn()
@@ -415,9 +486,11 @@ def run_case(keras, kad_layers, case, settings, log):
             steps = max(1, math.ceil(settings["round_seconds"] / per_step))
             steps_per_round[candidate] = min(steps, settings["max_steps"])
             steps_fns[candidate] = fn
-            log(f"[{name}] {phase} warm-up {candidate}: {first:.2f} s, "
+            log(
+                f"[{name}] {phase} warm-up {candidate}: {first:.2f} s, "
                 f"{per_step * 1e3:.1f} ms/step -> "
-                f"{steps_per_round[candidate]} steps/round")
+                f"{steps_per_round[candidate]} steps/round"
+            )
         times = {candidate: [] for candidate in candidates}
         for r in range(settings["rounds"]):
             shift = r % len(candidates)
@@ -426,9 +499,12 @@ def run_case(keras, kad_layers, case, settings, log):
                 times[candidate].append(
                     time_steps(steps_fns[candidate], steps_per_round[candidate])
                 )
-            log(f"[{name}] {phase} round {r + 1}/{settings['rounds']}: "
-                + ", ".join(f"{c} {times[c][-1][0] * 1e3:.1f} ms"
-                            for c in candidates))
+            log(
+                f"[{name}] {phase} round {r + 1}/{settings['rounds']}: "
+                + ", ".join(
+                    f"{c} {times[c][-1][0] * 1e3:.1f} ms" for c in candidates
+                )
+            )
         for candidate in candidates:
             entry = record["candidates"].setdefault(candidate, {})
             entry[phase] = summarise(times[candidate], times[candidates[0]])
@@ -535,7 +611,9 @@ def _xla_memory_analysis(keras, model, x, y):
     trainable = [v.value for v in model.trainable_variables]
     non_trainable = [v.value for v in model.non_trainable_variables]
     analysis = (
-        jax.jit(step).lower(trainable, non_trainable, x, y).compile()
+        jax.jit(step)
+        .lower(trainable, non_trainable, x, y)
+        .compile()
         .memory_analysis()
     )
     if analysis is None:
@@ -557,24 +635,39 @@ def measure_memory(case, mode, settings_memory, log):
     if isinstance(settings_memory, tuple):
         candidates = settings_memory
     for candidate in candidates:
-        cmd = [sys.executable, str(pathlib.Path(__file__).resolve()),
-               "--memory-child", case[0], candidate, "--mode", mode]
+        cmd = [
+            sys.executable,
+            str(pathlib.Path(__file__).resolve()),
+            "--memory-child",
+            case[0],
+            candidate,
+            "--mode",
+            mode,
+        ]
         proc = subprocess.run(
-            cmd, capture_output=True, text=True, timeout=600,
+            cmd,
+            capture_output=True,
+            text=True,
+            timeout=600,
             env=dict(os.environ),
         )
-        lines = [line for line in proc.stdout.splitlines()
-                 if line.startswith("MEMORY_RESULT ")]
+        lines = [
+            line
+            for line in proc.stdout.splitlines()
+            if line.startswith("MEMORY_RESULT ")
+        ]
         if proc.returncode != 0 or not lines:
             raise RuntimeError(
                 f"memory measurement of {candidate} on {case[0]} failed "
                 f"(exit {proc.returncode}):\n{proc.stderr[-3000:]}"
             )
-        results[candidate] = json.loads(lines[-1][len("MEMORY_RESULT "):])
-        log(f"[{case[0]}] memory {candidate}: "
+        results[candidate] = json.loads(lines[-1][len("MEMORY_RESULT ") :])
+        log(
+            f"[{case[0]}] memory {candidate}: "
             f"{results[candidate]['first_step_peak_increase_mib']:.1f} MiB "
             "first step, "
-            f"{results[candidate]['step_peak_increase_mib']:.1f} MiB after")
+            f"{results[candidate]['step_peak_increase_mib']:.1f} MiB after"
+        )
     base = results[candidates_of(case[1])[0]]
     for entry in results.values():
         for key in MEMORY_KEYS:
@@ -585,7 +678,9 @@ def measure_memory(case, mode, settings_memory, log):
 
 
 MEMORY_KEYS = (
-    "first_step_peak_increase_mib", "step_peak_increase_mib", "xla_total_mib"
+    "first_step_peak_increase_mib",
+    "step_peak_increase_mib",
+    "xla_total_mib",
 )
 # Below this, a baseline's memory figure is noise: no ratio is given.
 MEMORY_RATIO_FLOOR_MIB = 8.0
@@ -656,7 +751,10 @@ def versions(keras):
 def git_commit():
     def git(*args):
         return subprocess.run(
-            ["git", *args], cwd=REPO_ROOT, capture_output=True, text=True,
+            ["git", *args],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
             timeout=30,
         )
 
@@ -665,8 +763,17 @@ def git_commit():
         return {"commit": None, "dirty": None}
     # Modified only if the code that ran differs from the commit: the
     # package and the benchmark scripts, not the results or the README.
-    dirty = git("diff", "--quiet", "HEAD", "--", "keras_affine_div",
-                "benchmarks/*.py").returncode != 0
+    dirty = (
+        git(
+            "diff",
+            "--quiet",
+            "HEAD",
+            "--",
+            "keras_affine_div",
+            "benchmarks/*.py",
+        ).returncode
+        != 0
+    )
     return {"commit": head.stdout.strip(), "dirty": dirty}
 
 
@@ -675,16 +782,16 @@ def backend_threads(keras):
     if backend == "torch":
         import torch
 
-        return {"torch_num_threads": torch.get_num_threads(),
-                "torch_num_interop_threads": torch.get_num_interop_threads()}
+        return {
+            "torch_num_threads": torch.get_num_threads(),
+            "torch_num_interop_threads": torch.get_num_interop_threads(),
+        }
     if backend == "tensorflow":
         import tensorflow as tf
 
         return {
-            "tf_intra_op_threads": tf.config.threading
-            .get_intra_op_parallelism_threads(),
-            "tf_inter_op_threads": tf.config.threading
-            .get_inter_op_parallelism_threads(),
+            "tf_intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
+            "tf_inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
         }
     return {}
 
@@ -706,28 +813,34 @@ def evaluate_targets(cases):
                 cand = case["candidates"][candidate][phase]
                 ref = case["candidates"][reference][phase]
                 ratio = statistics.median(
-                    c / r for c, r in zip(cand["round_times_s"],
-                                          ref["round_times_s"])
+                    c / r
+                    for c, r in zip(cand["round_times_s"], ref["round_times_s"])
                 )
                 cpu_ratio = statistics.median(
-                    c / r for c, r in zip(cand["round_cpu_times_s"],
-                                          ref["round_cpu_times_s"])
+                    c / r
+                    for c, r in zip(
+                        cand["round_cpu_times_s"], ref["round_cpu_times_s"]
+                    )
                 )
-                met = ratio <= threshold if bound == "<=" else (
-                    ratio >= threshold
+                met = (
+                    ratio <= threshold
+                    if bound == "<="
+                    else (ratio >= threshold)
                 )
-                out.append({
-                    "target": text,
-                    "case": case_name,
-                    "phase": phase,
-                    "candidate": candidate,
-                    "reference": reference,
-                    "median_ratio": ratio,
-                    "median_cpu_ratio": cpu_ratio,
-                    "bound": bound,
-                    "threshold": threshold,
-                    "met": bool(met),
-                })
+                out.append(
+                    {
+                        "target": text,
+                        "case": case_name,
+                        "phase": phase,
+                        "candidate": candidate,
+                        "reference": reference,
+                        "median_ratio": ratio,
+                        "median_cpu_ratio": cpu_ratio,
+                        "bound": bound,
+                        "threshold": threshold,
+                        "met": bool(met),
+                    }
+                )
     return out
 
 
@@ -746,10 +859,14 @@ def format_tables(result):
     ]
     for case in result["cases"]:
         lines.append("")
-        lines.append(f"{case['name']} (batch {case['batch_size']}, "
-                     f"baseline {case['baseline']})")
-        lines.append(f"  {'model':34s} {'train':>7s} {'(cpu)':>7s} "
-                     f"{'ms':>9s} {'infer':>7s} {'(cpu)':>7s} {'ms':>9s}")
+        lines.append(
+            f"{case['name']} (batch {case['batch_size']}, "
+            f"baseline {case['baseline']})"
+        )
+        lines.append(
+            f"  {'model':34s} {'train':>7s} {'(cpu)':>7s} "
+            f"{'ms':>9s} {'infer':>7s} {'(cpu)':>7s} {'ms':>9s}"
+        )
         for name, entry in case["candidates"].items():
             t, i = entry["train"], entry["inference"]
             lines.append(
@@ -760,14 +877,17 @@ def format_tables(result):
                 f"{i['median_time_s'] * 1e3:9.2f}"
             )
         if case.get("memory"):
-            lines.append("  peak memory increase of a training step (MiB, "
-                         "ratio): first step, later steps[, XLA buffers]")
+            lines.append(
+                "  peak memory increase of a training step (MiB, "
+                "ratio): first step, later steps[, XLA buffers]"
+            )
             base = case["memory"][case["baseline"]]
             for name, entry in case["memory"].items():
                 cells = [
                     f"{entry[key]:8.1f} "
                     f"{_ratio(_memory_ratio(entry, base, key)):>6s}"
-                    for key in MEMORY_KEYS if key in entry
+                    for key in MEMORY_KEYS
+                    if key in entry
                 ]
                 lines.append(f"    {name:32s} " + "   ".join(cells))
     lines.append("")
@@ -830,26 +950,32 @@ def run_benchmark(args):
             "dtype_policy": keras.config.dtype_policy().name,
             "image_data_format": keras.config.image_data_format(),
             "train_step": "model.train_on_batch(x, y), x and y backend "
-                          "tensors; time per step = round time / steps",
+            "tensors; time per step = round time / steps",
             "inference_step": "model.predict_on_batch(x)",
             "model": "Input -> trainable per-feature scale (so that the "
-                     "input gradient of the measured layer is computed) "
-                     "-> the candidate's layers",
+            "input gradient of the measured layer is computed) "
+            "-> the candidate's layers",
             "interleaving": "all models of a case in every round, the order "
-                            "rotated by one each round",
+            "rotated by one each round",
             "environment": {
                 name: os.environ.get(name)
-                for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS",
-                             "TF_ENABLE_ONEDNN_OPTS", "XLA_FLAGS",
-                             "KERAS_BACKEND")
+                for name in (
+                    "OMP_NUM_THREADS",
+                    "MKL_NUM_THREADS",
+                    "TF_ENABLE_ONEDNN_OPTS",
+                    "XLA_FLAGS",
+                    "KERAS_BACKEND",
+                )
             },
             "threads": backend_threads(keras),
             "memory_method": MEMORY_METHOD if settings["memory"] else None,
         },
-        "load_average": {"start": list(load_start),
-                         "end": list(os.getloadavg())},
+        "load_average": {
+            "start": list(load_start),
+            "end": list(os.getloadavg()),
+        },
         "started_at": datetime.datetime.fromtimestamp(
-            started, datetime.timezone.utc
+            started, datetime.UTC
         ).isoformat(timespec="seconds"),
         "duration_s": time.time() - started,
         "cases": cases,
@@ -892,11 +1018,12 @@ def markdown_report(results):
         out.append("")
         out.append(
             f"Keras {result['versions'].get('keras')}, "
-            + ", ".join(f"{k} {result['versions'][k]}"
-                        for k in ("tensorflow-cpu", "tensorflow", "jax",
-                                  "torch")
-                        if k in result["versions"]
-                        and k.split("-")[0] == result["backend"])
+            + ", ".join(
+                f"{k} {result['versions'][k]}"
+                for k in ("tensorflow-cpu", "tensorflow", "jax", "torch")
+                if k in result["versions"]
+                and k.split("-")[0] == result["backend"]
+            )
             + f"; jit_compile resolved to "
             f"`{result['cases'][0]['jit_compile']}`; "
             f"{settings['rounds']} rounds; load average "
@@ -904,11 +1031,15 @@ def markdown_report(results):
             f"the end; commit `{commit}`; {result['started_at']}."
         )
         out.append("")
-        out.append("Median per-round ratio to the baseline (`Dense` or "
-                   "`Conv2D`), and median time per step:")
+        out.append(
+            "Median per-round ratio to the baseline (`Dense` or "
+            "`Conv2D`), and median time per step:"
+        )
         out.append("")
-        out.append("| case | model | train | (CPU time) | train ms | "
-                   "inference | (CPU time) | inference ms |")
+        out.append(
+            "| case | model | train | (CPU time) | train ms | "
+            "inference | (CPU time) | inference ms |"
+        )
         out.append("|---|---|---:|---:|---:|---:|---:|---:|")
         for case in result["cases"]:
             for name, entry in case["candidates"].items():
@@ -924,15 +1055,22 @@ def markdown_report(results):
                 )
         memory_cases = [c for c in result["cases"] if c.get("memory")]
         if memory_cases:
-            has_xla = any("xla_total_mib" in e for c in memory_cases
-                          for e in c["memory"].values())
+            has_xla = any(
+                "xla_total_mib" in e
+                for c in memory_cases
+                for e in c["memory"].values()
+            )
             out.append("")
-            out.append("Peak memory increase of a training step (see "
-                       "Method; no ratio where the baseline's figure is "
-                       f"under {MEMORY_RATIO_FLOOR_MIB:.0f} MiB):")
+            out.append(
+                "Peak memory increase of a training step (see "
+                "Method; no ratio where the baseline's figure is "
+                f"under {MEMORY_RATIO_FLOOR_MIB:.0f} MiB):"
+            )
             out.append("")
-            header = ("| case | model | first step, MiB | ratio | "
-                      "later steps, MiB | ratio |")
+            header = (
+                "| case | model | first step, MiB | ratio | "
+                "later steps, MiB | ratio |"
+            )
             rule = "|---|---|---:|---:|---:|---:|"
             if has_xla:
                 header += " XLA buffers, MiB | ratio |"
@@ -946,16 +1084,21 @@ def markdown_report(results):
                     cells = [
                         f"{entry[key]:.1f} | "
                         f"{_ratio(_memory_ratio(entry, base, key))}"
-                        if key in entry else "n/a | n/a"
+                        if key in entry
+                        else "n/a | n/a"
                         for key in keys
                     ]
-                    out.append(f"| {case['name']} | `{name}` | "
-                               + " | ".join(cells) + " |")
+                    out.append(
+                        f"| {case['name']} | `{name}` | "
+                        + " | ".join(cells)
+                        + " |"
+                    )
         out.append("")
         out.append("Targets:")
         out.append("")
-        out.append("| target | case | phase | median ratio | met | "
-                   "(CPU-time ratio) |")
+        out.append(
+            "| target | case | phase | median ratio | met | (CPU-time ratio) |"
+        )
         out.append("|---|---|---|---:|---|---:|")
         for target in result["targets"]:
             out.append(
@@ -972,10 +1115,13 @@ def markdown_report(results):
 def write_report(output, readme):
     """Rewrites the results section of `readme` from the JSON in `output`."""
     order = {"tensorflow": 0, "jax": 1, "torch": 2}
-    results = [json.loads(p.read_text())
-               for p in sorted(pathlib.Path(output).glob("*.json"))]
-    results.sort(key=lambda r: (r["machine"], order.get(r["backend"], 9),
-                                r["mode"]))
+    results = [
+        json.loads(p.read_text())
+        for p in sorted(pathlib.Path(output).glob("*.json"))
+    ]
+    results.sort(
+        key=lambda r: (r["machine"], order.get(r["backend"], 9), r["mode"])
+    )
     body = markdown_report(results) if results else "No results yet.\n"
     readme = pathlib.Path(readme)
     text = readme.read_text() if readme.exists() else ""
@@ -993,29 +1139,56 @@ def write_report(output, readme):
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description="Train-step and inference cost of the keras-affine-div "
-                    "layers next to Dense, Conv2D and the Keras normalisers "
-                    "(backend from KERAS_BACKEND).",
+        "layers next to Dense, Conv2D and the Keras normalisers "
+        "(backend from KERAS_BACKEND).",
     )
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--quick", dest="mode", action="store_const",
-                      const="quick", help="a short run (about a minute)")
-    mode.add_argument("--smoke", dest="mode", action="store_const",
-                      const="smoke", help="tiny shapes, one round (tests)")
-    mode.add_argument("--report", dest="mode", action="store_const",
-                      const="report",
-                      help="write the README tables from the JSON files")
-    mode.add_argument("--mode", dest="mode", choices=sorted(MODES),
-                      help=argparse.SUPPRESS)
-    parser.add_argument("--output", default=str(DEFAULT_OUTPUT),
-                        help="directory of the JSON results "
-                             "(default: benchmarks/results)")
-    parser.add_argument("--rounds", type=int, default=None,
-                        help="timed rounds per case (default: 15 full, "
-                             "5 quick, 1 smoke)")
-    parser.add_argument("--readme", default=str(DEFAULT_README),
-                        help="the file --report rewrites")
-    parser.add_argument("--memory-child", nargs=2, metavar=("CASE", "MODEL"),
-                        help=argparse.SUPPRESS)
+    mode.add_argument(
+        "--quick",
+        dest="mode",
+        action="store_const",
+        const="quick",
+        help="a short run (about a minute)",
+    )
+    mode.add_argument(
+        "--smoke",
+        dest="mode",
+        action="store_const",
+        const="smoke",
+        help="tiny shapes, one round (tests)",
+    )
+    mode.add_argument(
+        "--report",
+        dest="mode",
+        action="store_const",
+        const="report",
+        help="write the README tables from the JSON files",
+    )
+    mode.add_argument(
+        "--mode", dest="mode", choices=sorted(MODES), help=argparse.SUPPRESS
+    )
+    parser.add_argument(
+        "--output",
+        default=str(DEFAULT_OUTPUT),
+        help="directory of the JSON results (default: benchmarks/results)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help="timed rounds per case (default: 15 full, 5 quick, 1 smoke)",
+    )
+    parser.add_argument(
+        "--readme",
+        default=str(DEFAULT_README),
+        help="the file --report rewrites",
+    )
+    parser.add_argument(
+        "--memory-child",
+        nargs=2,
+        metavar=("CASE", "MODEL"),
+        help=argparse.SUPPRESS,
+    )
     args = parser.parse_args(argv)
     if args.mode is None:
         args.mode = "full"

@@ -43,9 +43,14 @@ def check_layers():
     for cls in classes:
         shape = _input_shape(cls)
         layer = cls(4) if shape == (8,) else cls(4, 3, padding="same")
-        model = keras.Sequential([keras.Input(shape), layer,
-                                  keras.layers.Flatten(),
-                                  keras.layers.Dense(2)])
+        model = keras.Sequential(
+            [
+                keras.Input(shape),
+                layer,
+                keras.layers.Flatten(),
+                keras.layers.Dense(2),
+            ]
+        )
         model.compile("sgd", "mse")
         x = rng.standard_normal((4, *shape)).astype("float32")
         y = rng.standard_normal((4, 2)).astype("float32")
@@ -56,21 +61,25 @@ def check_layers():
             path = os.path.join(tmp, "model.keras")
             model.save(path)
             again = keras.saving.load_model(path)
-        np.testing.assert_allclose(again.predict(x, verbose=0), out,
-                                   rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(
+            again.predict(x, verbose=0), out, rtol=1e-5, atol=1e-5
+        )
         print(f"{cls.__name__}: ok")
     return len(classes)
 
 
 def check_cifar10_without_tensorflow(cache_dir):
     assert importlib.util.find_spec("tensorflow") is None, (
-        "TensorFlow is installed: this check is for installs without it")
+        "TensorFlow is installed: this check is for installs without it"
+    )
     rng = np.random.default_rng(0)
 
     def load_data():
         x = rng.integers(0, 256, (20, 32, 32, 3), dtype=np.uint8)
-        return (x, np.arange(20).reshape(-1, 1) % 10), (x[:10],
-                                                       np.arange(10) % 10)
+        return (x, np.arange(20).reshape(-1, 1) % 10), (
+            x[:10],
+            np.arange(10) % 10,
+        )
 
     keras.datasets.cifar10.load_data = load_data
     datasets._can_reach = lambda *args: True
@@ -88,8 +97,10 @@ def main():
     assert not loaded, f"the library imported optional packages: {loaded}"
     with tempfile.TemporaryDirectory() as tmp:
         check_cifar10_without_tensorflow(tmp)
-    print(f"wheel ok: {n} layers on {keras.backend.backend()}, "
-          f"keras_affine_div {keras_affine_div.__version__}")
+    print(
+        f"wheel ok: {n} layers on {keras.backend.backend()}, "
+        f"keras_affine_div {keras_affine_div.__version__}"
+    )
 
 
 if __name__ == "__main__":

@@ -122,8 +122,14 @@ class Action:
             )
 
 
-def check_arguments(low, high, step=DEFAULT_STEP, limits=DEFAULT_LIMITS,
-                    min_factor=DEFAULT_MIN_FACTOR, names=None):
+def check_arguments(
+    low,
+    high,
+    step=DEFAULT_STEP,
+    limits=DEFAULT_LIMITS,
+    min_factor=DEFAULT_MIN_FACTOR,
+    names=None,
+):
     """Checks the settings of a search.
 
     Args:
@@ -148,8 +154,10 @@ def check_arguments(low, high, step=DEFAULT_STEP, limits=DEFAULT_LIMITS,
         TypeError: if a setting is not a number, or `limits` not a pair.
         ValueError: if a setting is out of range.
     """
-    names = {**{n: n for n in ("low", "high", "step", "limits",
-                               "min_factor")}, **(names or {})}
+    names = {
+        **{n: n for n in ("low", "high", "step", "limits", "min_factor")},
+        **(names or {}),
+    }
     low = _check_positive(names["low"], low)
     high = _check_positive(names["high"], high)
     step = _check_positive(names["step"], step)
@@ -159,8 +167,11 @@ def check_arguments(low, high, step=DEFAULT_STEP, limits=DEFAULT_LIMITS,
             f"`{names['high']}`. Expected `{names['low']} < {names['high']}`."
             f" Received: {names['low']}={low!r}, {names['high']}={high!r}"
         )
-    if isinstance(limits, (str, bytes)) or not hasattr(limits, "__len__") \
-            or len(limits) != 2:
+    if (
+        isinstance(limits, (str, bytes))
+        or not hasattr(limits, "__len__")
+        or len(limits) != 2
+    ):
         raise TypeError(
             f"Received an invalid value for argument `{names['limits']}`. "
             "Expected a pair `(min, max)`. Received: "
@@ -177,8 +188,7 @@ def check_arguments(low, high, step=DEFAULT_STEP, limits=DEFAULT_LIMITS,
             f"{names['high']}={high!r}"
         )
     name = names["min_factor"]
-    if isinstance(min_factor, bool) or not isinstance(min_factor,
-                                                      numbers.Real):
+    if isinstance(min_factor, bool) or not isinstance(min_factor, numbers.Real):
         raise TypeError(
             f"Received an invalid type for argument `{name}`. Expected a "
             f"number greater than 1. Received: {name}={min_factor!r}"
@@ -241,8 +251,14 @@ def ranking_key(point):
     return (-point.score, point.learning_rate)
 
 
-def next_action(points, low, high, step=DEFAULT_STEP, limits=DEFAULT_LIMITS,
-                min_factor=DEFAULT_MIN_FACTOR):
+def next_action(
+    points,
+    low,
+    high,
+    step=DEFAULT_STEP,
+    limits=DEFAULT_LIMITS,
+    min_factor=DEFAULT_MIN_FACTOR,
+):
     """Decides the next step of a search from the points tried so far.
 
     In order: the untried rates of `initial_grid(low, high, step)`,
@@ -306,12 +322,14 @@ def next_action(points, low, high, step=DEFAULT_STEP, limits=DEFAULT_LIMITS,
         if q is None:
             if at_limit:
                 return Action("stop", bracketed=False)
-            return propose(_clamp(b * 10 ** (side * step), limit_low,
-                                  limit_high))
+            return propose(
+                _clamp(b * 10 ** (side * step), limit_low, limit_high)
+            )
         ratio = max(b, q.learning_rate) / min(b, q.learning_rate)
         if not _within_bracket(ratio):
-            return propose(_clamp(b * BRACKET_FACTOR**side, limit_low,
-                                  limit_high))
+            return propose(
+                _clamp(b * BRACKET_FACTOR**side, limit_low, limit_high)
+            )
         if q.status == "ok":
             continue
         if ratio >= min_factor**2 * (1 - _SAME_RATE_RTOL):
@@ -347,18 +365,32 @@ def summarize(points):
     points = _sorted_points(points)
     best = _best(points)
     if best is None:
-        return {"chosen": None, "score": None, "below": None, "above": None,
-                "bracketed": False}
+        return {
+            "chosen": None,
+            "score": None,
+            "below": None,
+            "above": None,
+            "bracketed": False,
+        }
     b = best.learning_rate
     ok = [p for p in points if p.status == "ok"]
     below = _nearest_below(ok, b)
     above = _nearest_above(ok, b)
     below = None if below is None else b / below.learning_rate
     above = None if above is None else above.learning_rate / b
-    bracketed = (below is not None and above is not None
-                 and _within_bracket(below) and _within_bracket(above))
-    return {"chosen": b, "score": best.score, "below": below, "above": above,
-            "bracketed": bracketed}
+    bracketed = (
+        below is not None
+        and above is not None
+        and _within_bracket(below)
+        and _within_bracket(above)
+    )
+    return {
+        "chosen": b,
+        "score": best.score,
+        "below": below,
+        "above": above,
+        "bracketed": bracketed,
+    }
 
 
 def _check_positive(name, number, value=None):
@@ -397,8 +429,10 @@ def _sorted_points(points):
 def _order(point):
     """Orders points at one rate: "ok" first (the best score first), then
     "diverged", "failed" and "pending"."""
-    return (STATUSES.index(point.status),
-            -point.score if point.status == "ok" else 0.0)
+    return (
+        STATUSES.index(point.status),
+        -point.score if point.status == "ok" else 0.0,
+    )
 
 
 def _best(points):
@@ -420,24 +454,29 @@ def _within_bracket(ratio):
 
 def _nearest_below(points, lr):
     """The point nearest below `lr`, or `None`."""
-    below = [p for p in points
-             if p.learning_rate < lr and not _same_rate(p.learning_rate, lr)]
-    return _pick(below, max(p.learning_rate for p in below)) if below \
-        else None
+    below = [
+        p
+        for p in points
+        if p.learning_rate < lr and not _same_rate(p.learning_rate, lr)
+    ]
+    return _pick(below, max(p.learning_rate for p in below)) if below else None
 
 
 def _nearest_above(points, lr):
     """The point nearest above `lr`, or `None`."""
-    above = [p for p in points
-             if p.learning_rate > lr and not _same_rate(p.learning_rate, lr)]
-    return _pick(above, min(p.learning_rate for p in above)) if above \
-        else None
+    above = [
+        p
+        for p in points
+        if p.learning_rate > lr and not _same_rate(p.learning_rate, lr)
+    ]
+    return _pick(above, min(p.learning_rate for p in above)) if above else None
 
 
 def _pick(points, lr):
     """The point at `lr`; a rate tried twice counts as its worst outcome."""
-    return max((p for p in points if _same_rate(p.learning_rate, lr)),
-               key=_order)
+    return max(
+        (p for p in points if _same_rate(p.learning_rate, lr)), key=_order
+    )
 
 
 def _clamp(lr, limit_low, limit_high):

@@ -158,8 +158,7 @@ class RecoveringBayesianOptimizationOracle(
 RECOVERING = {
     oracles.BracketOracle: RecoveringBracketOracle,
     keras_tuner.oracles.RandomSearchOracle: RecoveringRandomSearchOracle,
-    keras_tuner.oracles.BayesianOptimizationOracle:
-        RecoveringBayesianOptimizationOracle,
+    keras_tuner.oracles.BayesianOptimizationOracle: RecoveringBayesianOptimizationOracle,
 }
 
 
@@ -243,6 +242,8 @@ class Liveness:
                     continue
                 released = self.oracle.release_trial_of(tuner_id)
                 if released is not None:
-                    self.log(f"{self.label}: worker {tuner_id} silent for "
-                             f"{silent:.0f} s; trial {int(released) + 1} "
-                             "goes to the next worker")
+                    self.log(
+                        f"{self.label}: worker {tuner_id} silent for "
+                        f"{silent:.0f} s; trial {int(released) + 1} "
+                        "goes to the next worker"
+                    )

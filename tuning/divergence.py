@@ -29,9 +29,20 @@ from tuning import schema  # noqa: E402
 from tuning import study as study_module  # noqa: E402
 
 COLUMNS = (
-    "condition", "arm", "seed", "phase", "layer", "class", "position",
-    "mean_scale", "std_scale", "cv_scale", "mean_cosine", "batch",
-    "test_accuracy", "backend",
+    "condition",
+    "arm",
+    "seed",
+    "phase",
+    "layer",
+    "class",
+    "position",
+    "mean_scale",
+    "std_scale",
+    "cv_scale",
+    "mean_cosine",
+    "batch",
+    "test_accuracy",
+    "backend",
 )
 
 
@@ -39,16 +50,25 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(prog="python -m tuning.divergence")
     parser.add_argument("study")
-    parser.add_argument("--condition", action="append", metavar="NAME",
-                        help="only this condition (repeatable)")
+    parser.add_argument(
+        "--condition",
+        action="append",
+        metavar="NAME",
+        help="only this condition (repeatable)",
+    )
     parser.add_argument("--data-dir")
     parser.add_argument("--results-dir", default=schema.DEFAULT_RESULTS_DIR)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--batch", type=int, default=None,
-                        help="diagnostic batch size (default: the study's)")
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=None,
+        help="diagnostic batch size (default: the study's)",
+    )
     args = parser.parse_args(argv)
-    command = " ".join(shlex.quote(a) for a in
-                       ["python", "-m", "tuning.divergence", *argv])
+    command = " ".join(
+        shlex.quote(a) for a in ["python", "-m", "tuning.divergence", *argv]
+    )
     from tuning import runner
 
     try:
@@ -79,8 +99,11 @@ def run(args, command):
             "Expected a finished study with rows in trials.csv. Received: "
             f"results folder={out_dir!r}"
         )
-    conditions = [c for c in study.conditions()
-                  if not args.condition or c.name in args.condition]
+    conditions = [
+        c
+        for c in study.conditions()
+        if not args.condition or c.name in args.condition
+    ]
     if not conditions:
         raise runner.SweepError(
             "Expected conditions of the study. Received: "
@@ -94,44 +117,61 @@ def run(args, command):
         batch = args.batch or at.fixed["batch_size"]
         x, y = data.x_val[:batch], data.y_val[:batch]
         for arm in study.arms:
-            recorded = [r for r in runs
-                        if r.get("condition", "") == condition.name
-                        and r["arm"] == arm and r["seed"] == str(args.seed)]
+            recorded = [
+                r
+                for r in runs
+                if r.get("condition", "") == condition.name
+                and r["arm"] == arm
+                and r["seed"] == str(args.seed)
+            ]
             if not recorded:
-                runner.log(f"[divergence] {condition.name} {arm}: no run "
-                           f"with seed {args.seed}, skipped")
+                runner.log(
+                    f"[divergence] {condition.name} {arm}: no run "
+                    f"with seed {args.seed}, skipped"
+                )
                 continue
             hp_values = schema.hyperparameters(recorded[0])
             measured = []
 
-            def inspect(model, phase):
-                report = diagnostics.alignment_report(
-                    model, x, y, model.loss
-                )
+            def inspect(model, phase, x=x, y=y, measured=measured):
+                report = diagnostics.alignment_report(model, x, y, model.loss)
                 for position, row in enumerate(report):
-                    measured.append({**row, "phase": phase,
-                                     "position": position})
+                    measured.append(
+                        {**row, "phase": phase, "position": position}
+                    )
 
             result = training.train_and_evaluate(
                 at, arm, hp_values, data, args.seed, inspect=inspect
             )
             for m in measured:
-                rows.append({
-                    "condition": condition.name, "arm": arm,
-                    "seed": args.seed, "layer": m["layer"],
-                    "class": m["class"], "phase": m["phase"],
-                    "position": m["position"], "mean_scale": m["mean_scale"],
-                    "std_scale": m["std_scale"], "cv_scale": m["cv_scale"],
-                    "mean_cosine": m["mean_cosine"], "batch": batch,
-                    "test_accuracy": result["test_accuracy"],
-                    "backend": backend,
-                })
-            runner.log(f"[divergence] {condition.name or study.name} {arm}: "
-                       f"test accuracy {result['test_accuracy']:.4f} "
-                       f"(recorded {float(recorded[0]['test_accuracy']):.4f})")
+                rows.append(
+                    {
+                        "condition": condition.name,
+                        "arm": arm,
+                        "seed": args.seed,
+                        "layer": m["layer"],
+                        "class": m["class"],
+                        "phase": m["phase"],
+                        "position": m["position"],
+                        "mean_scale": m["mean_scale"],
+                        "std_scale": m["std_scale"],
+                        "cv_scale": m["cv_scale"],
+                        "mean_cosine": m["mean_cosine"],
+                        "batch": batch,
+                        "test_accuracy": result["test_accuracy"],
+                        "backend": backend,
+                    }
+                )
+            runner.log(
+                f"[divergence] {condition.name or study.name} {arm}: "
+                f"test accuracy {result['test_accuracy']:.4f} "
+                f"(recorded {float(recorded[0]['test_accuracy']):.4f})"
+            )
     records.write_csv(os.path.join(out_dir, "divergence.csv"), COLUMNS, rows)
-    records.write_atomic(os.path.join(out_dir, "divergence.md"),
-                         render(rows, study, command, backend))
+    records.write_atomic(
+        os.path.join(out_dir, "divergence.md"),
+        render(rows, study, command, backend),
+    )
     runner.log(f"wrote {os.path.join(out_dir, 'divergence.md')}")
 
 
@@ -158,8 +198,11 @@ def render(rows, study, command, backend):
         if key not in keys:
             keys.append(key)
     for condition, arm, phase in keys:
-        layers = [r for r in rows if (r["condition"], r["arm"], r["phase"])
-                  == (condition, arm, phase)]
+        layers = [
+            r
+            for r in rows
+            if (r["condition"], r["arm"], r["phase"]) == (condition, arm, phase)
+        ]
         hidden, head = layers[:-1], layers[-1]
         lines.append(
             f"| {condition or '-'} | {arm} | {phase} "

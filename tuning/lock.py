@@ -75,16 +75,23 @@ class StudyLock:
             ) from None
         previous = _read(f)
         if previous and self.log is not None:
-            self.log(f"lock {path}: taken over from {_describe(previous)}, "
-                     "which is no longer running")
+            self.log(
+                f"lock {path}: taken over from {_describe(previous)}, "
+                "which is no longer running"
+            )
         f.seek(0)
         f.truncate()
-        f.write(json.dumps({
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
-            "command": " ".join(sys.argv),
-            "since": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        }) + "\n")
+        f.write(
+            json.dumps(
+                {
+                    "pid": os.getpid(),
+                    "host": socket.gethostname(),
+                    "command": " ".join(sys.argv),
+                    "since": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                }
+            )
+            + "\n"
+        )
         f.flush()
         return f
 
@@ -100,5 +107,7 @@ def _read(f):
 def _describe(holder):
     if not holder:
         return "an unknown process"
-    return (f"process {holder.get('pid')} on {holder.get('host')} "
-            f"({holder.get('command')!r}, since {holder.get('since')})")
+    return (
+        f"process {holder.get('pid')} on {holder.get('host')} "
+        f"({holder.get('command')!r}, since {holder.get('since')})"
+    )

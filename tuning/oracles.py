@@ -83,33 +83,52 @@ class BracketOracle(keras_tuner.Oracle):
     ```
     """
 
-    def __init__(self, objective=None, max_trials=None,
-                 learning_rate=(1e-3, 1.0), lr_step=bracketing.DEFAULT_STEP,
-                 learning_rate_limits=bracketing.DEFAULT_LIMITS,
-                 hyperparameter="learning_rate", wait_s=0.5, **kwargs):
-        if isinstance(learning_rate, (str, bytes)) \
-                or not hasattr(learning_rate, "__len__") \
-                or len(learning_rate) != 2:
+    def __init__(
+        self,
+        objective=None,
+        max_trials=None,
+        learning_rate=(1e-3, 1.0),
+        lr_step=bracketing.DEFAULT_STEP,
+        learning_rate_limits=bracketing.DEFAULT_LIMITS,
+        hyperparameter="learning_rate",
+        wait_s=0.5,
+        **kwargs,
+    ):
+        if (
+            isinstance(learning_rate, (str, bytes))
+            or not hasattr(learning_rate, "__len__")
+            or len(learning_rate) != 2
+        ):
             raise TypeError(
                 "Received an invalid value for argument `learning_rate`. "
                 "Expected a pair `(low, high)`. Received: "
                 f"learning_rate={learning_rate!r}"
             )
-        low, high, lr_step, learning_rate_limits, _ = \
+        low, high, lr_step, learning_rate_limits, _ = (
             bracketing.check_arguments(
-                learning_rate[0], learning_rate[1], lr_step,
+                learning_rate[0],
+                learning_rate[1],
+                lr_step,
                 learning_rate_limits,
-                names={"low": "learning_rate[0]", "high": "learning_rate[1]",
-                       "step": "lr_step", "limits": "learning_rate_limits"},
+                names={
+                    "low": "learning_rate[0]",
+                    "high": "learning_rate[1]",
+                    "step": "lr_step",
+                    "limits": "learning_rate_limits",
+                },
             )
+        )
         if not isinstance(hyperparameter, str) or not hyperparameter:
             raise ValueError(
                 "Received an invalid value for argument `hyperparameter`. "
                 "Expected a non-empty string. Received: "
                 f"hyperparameter={hyperparameter!r}"
             )
-        if isinstance(wait_s, bool) or not isinstance(wait_s, numbers.Real) \
-                or not (math.isfinite(wait_s) and wait_s >= 0):
+        if (
+            isinstance(wait_s, bool)
+            or not isinstance(wait_s, numbers.Real)
+            or not (math.isfinite(wait_s) and wait_s >= 0)
+        ):
             raise ValueError(
                 "Received an invalid value for argument `wait_s`. Expected a "
                 f"non-negative number. Received: wait_s={wait_s!r}"
@@ -140,15 +159,19 @@ class BracketOracle(keras_tuner.Oracle):
         """
         self._check_declared_range()
         action = bracketing.next_action(
-            self.points(), *self.learning_rate, step=self.lr_step,
+            self.points(),
+            *self.learning_rate,
+            step=self.lr_step,
             limits=self.learning_rate_limits,
         )
         if action.kind == "stop":
             return {"status": _STATUS.STOPPED, "values": None}
         if action.kind == "wait":
             return {"status": _STATUS.IDLE, "values": None}
-        return {"status": _STATUS.RUNNING,
-                "values": self._values(action.learning_rate)}
+        return {
+            "status": _STATUS.RUNNING,
+            "values": self._values(action.learning_rate),
+        }
 
     def create_trial(self, tuner_id):
         """Creates the next trial for `tuner_id`; see `keras_tuner.Oracle`.
@@ -183,10 +206,15 @@ class BracketOracle(keras_tuner.Oracle):
             `num_trials` when fewer trials qualify.
         """
         ranked = sorted(
-            ((trial, point) for trial, point in self._trial_points()
-             if point.status == "ok"),
-            key=lambda pair: (bracketing.ranking_key(pair[1]),
-                              pair[0].trial_id),
+            (
+                (trial, point)
+                for trial, point in self._trial_points()
+                if point.status == "ok"
+            ),
+            key=lambda pair: (
+                bracketing.ranking_key(pair[1]),
+                pair[0].trial_id,
+            ),
         )
         return [trial for trial, _ in ranked[:num_trials]]
 
@@ -232,12 +260,15 @@ class BracketOracle(keras_tuner.Oracle):
                 )
             if trial.status == _STATUS.COMPLETED:
                 metrics = trial.metrics
-                if metrics.exists(DIVERGED_METRIC) and \
-                        metrics.get_last_value(DIVERGED_METRIC) > 0:
+                if (
+                    metrics.exists(DIVERGED_METRIC)
+                    and metrics.get_last_value(DIVERGED_METRIC) > 0
+                ):
                     point = bracketing.Point(lr, "diverged")
                 else:
-                    point = bracketing.Point(lr, "ok",
-                                             sign * float(trial.score))
+                    point = bracketing.Point(
+                        lr, "ok", sign * float(trial.score)
+                    )
             elif trial.status in (_STATUS.FAILED, _STATUS.INVALID):
                 point = bracketing.Point(lr, "failed")
             else:

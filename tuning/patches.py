@@ -40,7 +40,8 @@ def atomic_keras_tuner_writes():
         warnings.warn(
             f"KerasTuner {keras_tuner.__version__} is not one of the "
             f"versions {PATCHED_VERSIONS} whose state writes are made "
-            "atomic; a run killed mid-write may leave a broken project."
+            "atomic; a run killed mid-write may leave a broken project.",
+            stacklevel=2,
         )
         return False
     from keras_tuner.src import utils as kt_utils

@@ -17,8 +17,9 @@ LEARNING_CURVES_PNG = "learning_curves.png"
 LR_SWEEP_PNG = "val_accuracy_vs_learning_rate.png"
 
 
-def plot_all(out_dir, title, arms, runs, curves, search_trials,
-             conditions=None):
+def plot_all(
+    out_dir, title, arms, runs, curves, search_trials, conditions=None
+):
     """Writes the three plots of a study into `out_dir`.
 
     Args:
@@ -36,14 +37,21 @@ def plot_all(out_dir, title, arms, runs, curves, search_trials,
         list: the paths written.
     """
     return [
-        plot_accuracy(os.path.join(out_dir, ACCURACY_PNG), title, arms, runs,
-                      conditions),
+        plot_accuracy(
+            os.path.join(out_dir, ACCURACY_PNG), title, arms, runs, conditions
+        ),
         plot_learning_curves(
-            os.path.join(out_dir, LEARNING_CURVES_PNG), title, arms, curves,
+            os.path.join(out_dir, LEARNING_CURVES_PNG),
+            title,
+            arms,
+            curves,
             conditions,
         ),
         plot_lr_sweep(
-            os.path.join(out_dir, LR_SWEEP_PNG), title, arms, search_trials,
+            os.path.join(out_dir, LR_SWEEP_PNG),
+            title,
+            arms,
+            search_trials,
             conditions,
         ),
     ]
@@ -55,15 +63,23 @@ def _panels(conditions, rows, panel_size, ncols_max=4, **kwargs):
     ncols = min(len(names), ncols_max)
     nrows = math.ceil(len(names) / ncols)
     fig, axes = plt.subplots(
-        nrows, ncols, squeeze=False,
-        figsize=(panel_size[0] * ncols, panel_size[1] * nrows), **kwargs
+        nrows,
+        ncols,
+        squeeze=False,
+        figsize=(panel_size[0] * ncols, panel_size[1] * nrows),
+        **kwargs,
     )
     flat = list(axes.flat)
-    for ax in flat[len(names):]:
+    for ax in flat[len(names) :]:
         ax.set_visible(False)
     panels = [
-        (ax, name, rows if name is None
-         else [r for r in rows if r.get("condition") == name])
+        (
+            ax,
+            name,
+            rows
+            if name is None
+            else [r for r in rows if r.get("condition") == name],
+        )
         for ax, name in zip(flat, names)
     ]
     return fig, panels
@@ -76,8 +92,9 @@ def plot_accuracy(path, title, arms, runs, conditions=None):
         _draw_accuracy(ax, arms, runs)
         ax.set_title(f"{title}\ntest accuracy of the best setting, per seed")
         return _save(fig, path)
-    fig, panels = _panels(conditions, runs, (0.9 * len(arms) + 1.5, 3.6),
-                          sharey=True)
+    fig, panels = _panels(
+        conditions, runs, (0.9 * len(arms) + 1.5, 3.6), sharey=True
+    )
     for ax, name, rows in panels:
         _draw_accuracy(ax, arms, rows, rotate=True)
         ax.set_title(name, fontsize=9)
@@ -90,19 +107,37 @@ def _draw_accuracy(ax, arms, runs, rotate=False):
         accs = [float(r["test_accuracy"]) for r in runs if r["arm"] == arm]
         if not accs:
             continue
-        offsets = [
-            (j - (len(accs) - 1) / 2) * 0.06 for j in range(len(accs))
-        ]
-        ax.scatter([i + o for o in offsets], accs, color="C0", alpha=0.7,
-                   label="one seed" if i == 0 else None, zorder=3)
+        offsets = [(j - (len(accs) - 1) / 2) * 0.06 for j in range(len(accs))]
+        ax.scatter(
+            [i + o for o in offsets],
+            accs,
+            color="C0",
+            alpha=0.7,
+            label="one seed" if i == 0 else None,
+            zorder=3,
+        )
         mean = sum(accs) / len(accs)
-        ax.hlines(mean, i - 0.25, i + 0.25, color="k",
-                  label="mean" if i == 0 else None, zorder=4)
-        ax.annotate(f"{mean:.3f} (n={len(accs)})", (i, mean),
-                    textcoords="offset points", xytext=(0, 8),
-                    ha="center", fontsize=8)
-    ax.set_xticks(range(len(arms)), arms,
-                  **({"rotation": 45, "ha": "right"} if rotate else {}))
+        ax.hlines(
+            mean,
+            i - 0.25,
+            i + 0.25,
+            color="k",
+            label="mean" if i == 0 else None,
+            zorder=4,
+        )
+        ax.annotate(
+            f"{mean:.3f} (n={len(accs)})",
+            (i, mean),
+            textcoords="offset points",
+            xytext=(0, 8),
+            ha="center",
+            fontsize=8,
+        )
+    ax.set_xticks(
+        range(len(arms)),
+        arms,
+        **({"rotation": 45, "ha": "right"} if rotate else {}),
+    )
     ax.set_xlim(-0.6, len(arms) - 0.4)
     ax.set_ylabel("test accuracy")
     ax.grid(axis="y", alpha=0.3)
@@ -113,18 +148,25 @@ def _draw_accuracy(ax, arms, runs, rotate=False):
 def plot_learning_curves(path, title, arms, curves, conditions=None):
     """Training loss and validation accuracy per epoch, per arm and seed."""
     names = [None] if conditions is None else list(conditions)
-    fig, axes = plt.subplots(len(names), 2, squeeze=False,
-                             figsize=(10, 4 * len(names)))
+    fig, axes = plt.subplots(
+        len(names), 2, squeeze=False, figsize=(10, 4 * len(names))
+    )
     for (ax_loss, ax_acc), name in zip(axes, names):
-        rows = curves if name is None else [
-            r for r in curves if r.get("condition") == name
-        ]
+        rows = (
+            curves
+            if name is None
+            else [r for r in curves if r.get("condition") == name]
+        )
         _draw_curves(ax_loss, ax_acc, arms, rows)
         prefix = "" if name is None else f"{name}: "
-        ax_loss.set_title(f"{prefix}training loss (one line per seed)",
-                          fontsize=9 if name else None)
-        ax_acc.set_title(f"{prefix}validation accuracy (one line per seed)",
-                         fontsize=9 if name else None)
+        ax_loss.set_title(
+            f"{prefix}training loss (one line per seed)",
+            fontsize=9 if name else None,
+        )
+        ax_acc.set_title(
+            f"{prefix}validation accuracy (one line per seed)",
+            fontsize=9 if name else None,
+        )
     fig.suptitle(title)
     return _save(fig, path)
 
@@ -139,12 +181,26 @@ def _draw_curves(ax_loss, ax_acc, arms, curves):
             )
             epochs = [int(r["epoch"]) for r in rows]
             label = arm if j == 0 else None
-            ax_loss.plot(epochs, [float(r["loss"]) for r in rows], "o-",
-                         color=f"C{i}", alpha=0.6, label=label)
-            ax_acc.plot(epochs, [float(r["val_accuracy"]) for r in rows],
-                        "o-", color=f"C{i}", alpha=0.6, label=label)
-    for ax, name in ((ax_loss, "training loss"),
-                     (ax_acc, "validation accuracy")):
+            ax_loss.plot(
+                epochs,
+                [float(r["loss"]) for r in rows],
+                "o-",
+                color=f"C{i}",
+                alpha=0.6,
+                label=label,
+            )
+            ax_acc.plot(
+                epochs,
+                [float(r["val_accuracy"]) for r in rows],
+                "o-",
+                color=f"C{i}",
+                alpha=0.6,
+                label=label,
+            )
+    for ax, name in (
+        (ax_loss, "training loss"),
+        (ax_acc, "validation accuracy"),
+    ):
         ax.set_xlabel("epoch")
         ax.set_ylabel(name)
         ax.grid(alpha=0.3)
@@ -172,17 +228,23 @@ def _draw_lr_sweep(ax, arms, search_trials):
     for i, arm in enumerate(arms):
         for optimizer, marker in markers.items():
             rows = [
-                r for r in search_trials
-                if r["arm"] == arm and r["optimizer"] == optimizer
+                r
+                for r in search_trials
+                if r["arm"] == arm
+                and r["optimizer"] == optimizer
                 and r.get("val_accuracy") not in ("", None)
                 and math.isfinite(float(r["val_accuracy"]))
             ]
             if not rows:
                 continue
-            ax.scatter([float(r["learning_rate"]) for r in rows],
-                       [float(r["val_accuracy"]) for r in rows],
-                       color=f"C{i}", marker=marker, alpha=0.75,
-                       label=f"{arm}, {optimizer}")
+            ax.scatter(
+                [float(r["learning_rate"]) for r in rows],
+                [float(r["val_accuracy"]) for r in rows],
+                color=f"C{i}",
+                marker=marker,
+                alpha=0.75,
+                label=f"{arm}, {optimizer}",
+            )
     ax.set_xscale("log")
     ax.set_xlabel("learning rate")
     ax.set_ylabel("validation accuracy")

@@ -44,9 +44,11 @@ from tuning import statistics
 
 REPORT_MD = schema.REPORT_MD
 # The layers under test; every other arm is a comparator candidate.
-OUR_ARMS = tuple(dict.fromkeys(
-    (*models.OUR_MLP_VARIANTS, *models.OUR_CNN_VARIANTS, "affine_like_head")
-))
+OUR_ARMS = tuple(
+    dict.fromkeys(
+        (*models.OUR_MLP_VARIANTS, *models.OUR_CNN_VARIANTS, "affine_like_head")
+    )
+)
 ALPHA = 0.05
 CONFIDENCE = 0.95
 POWER = 0.8
@@ -149,7 +151,8 @@ def render(runs, search, summary):
         lines += _arm_table(rows, trials)
         lines += _tests_table(
             [c for c in cells if c["condition"] == condition],
-            rows, protocol,
+            rows,
+            protocol,
         )
     lines += _bracket_section(runs)
     if _batch_size_varies(runs, summary):
@@ -185,9 +188,11 @@ def read_protocol(runs, summary):
         comparators_declared="comparators" in compare,
         margin_declared="margin" in compare,
         tuner=(config.get("search") or {}).get("tuner")
-        or first.get("tuner") or "not recorded",
+        or first.get("tuner")
+        or "not recorded",
         schedule=(config.get("fixed") or {}).get("schedule")
-        or first.get("schedule") or "not recorded",
+        or first.get("schedule")
+        or "not recorded",
     )
 
 
@@ -223,25 +228,36 @@ def cell_verdicts(runs, summary):
                     continue
                 a, b = _accs(rows, arm), _accs(rows, comparator)
                 w = statistics.welch(a, b, CONFIDENCE)
-                cells.append({
-                    "condition": condition, "arm": arm,
-                    "comparator": comparator, "diff": w["diff"],
-                    "low": w["low"], "high": w["high"],
-                    "p_non_inferior": statistics.non_inferiority(
-                        a, b, protocol.margin),
-                    "p_superior": statistics.superiority(a, b),
-                    "p_inferior": statistics.inferiority(
-                        a, b, protocol.margin),
-                    "detectable": statistics.detectable_difference(
-                        a, b, ALPHA, POWER),
-                })
+                cells.append(
+                    {
+                        "condition": condition,
+                        "arm": arm,
+                        "comparator": comparator,
+                        "diff": w["diff"],
+                        "low": w["low"],
+                        "high": w["high"],
+                        "p_non_inferior": statistics.non_inferiority(
+                            a, b, protocol.margin
+                        ),
+                        "p_superior": statistics.superiority(a, b),
+                        "p_inferior": statistics.inferiority(
+                            a, b, protocol.margin
+                        ),
+                        "detectable": statistics.detectable_difference(
+                            a, b, ALPHA, POWER
+                        ),
+                    }
+                )
     adjusted = iter(statistics.holm([c[k] for c in cells for k in TESTS]))
     for c in cells:
         for k in TESTS:
             c[k] = next(adjusted)
         c["verdict"] = statistics.verdict(
-            c["p_superior"], c["p_non_inferior"], c["p_inferior"],
-            c["detectable"], ALPHA,
+            c["p_superior"],
+            c["p_non_inferior"],
+            c["p_inferior"],
+            c["detectable"],
+            ALPHA,
         )
     return cells
 
@@ -249,7 +265,8 @@ def cell_verdicts(runs, summary):
 def _header(runs, summary, protocol, cells):
     first = runs[0]
     dataset = (summary.get("dataset") or {}).get("label") or first.get(
-        "dataset_label", "")
+        "dataset_label", ""
+    )
     backend = summary.get("backend") or first.get("backend", "")
     commit = str(summary.get("git_commit") or "")[:10] or "n/a"
     tests = sum(not math.isnan(c[k]) for c in cells for k in TESTS)
@@ -273,8 +290,10 @@ def _header(runs, summary, protocol, cells):
         f"- Our arms: {_names(ours)}.",
     ]
     if protocol.comparators_declared:
-        lines.append(f"- Comparators, declared by the study: "
-                     f"{_names(protocol.comparators)}.")
+        lines.append(
+            f"- Comparators, declared by the study: "
+            f"{_names(protocol.comparators)}."
+        )
     else:
         lines.append(
             "- Comparators: not declared in these files (written before "
@@ -284,8 +303,8 @@ def _header(runs, summary, protocol, cells):
     margin = f"{protocol.margin:g} (accuracy)"
     lines.append(
         f"- Non-inferiority margin: {margin}, declared by the study."
-        if protocol.margin_declared else
-        f"- Non-inferiority margin: not declared in these files; {margin} "
+        if protocol.margin_declared
+        else f"- Non-inferiority margin: not declared in these files; {margin} "
         "assumed."
     )
     lines += [
@@ -314,8 +333,9 @@ def _arm_table(rows, trials):
         cell = [r for r in rows if r["arm"] == arm]
         accs = _accs(rows, arm)
         below, above, bracketed = _bracket(cell[0])
-        searched = _search_count(cell[0], [t for t in trials
-                                           if t["arm"] == arm])
+        searched = _search_count(
+            cell[0], [t for t in trials if t["arm"] == arm]
+        )
         lines.append(
             f"| {arm} | {_num(_mean(accs), '.4f')} ± "
             f"{_num(_std(accs), '.4f')} "
@@ -335,8 +355,7 @@ def _tests_table(cells, rows, protocol):
     if any(a in OUR_ARMS for a in arms):
         missing = [c for c in protocol.comparators if c not in arms]
         if missing:
-            lines += [f"No runs here of the comparators {_names(missing)}.",
-                      ""]
+            lines += [f"No runs here of the comparators {_names(missing)}.", ""]
     if not cells:
         return lines
     lines += [
@@ -365,14 +384,16 @@ def _bracket_section(runs):
         return []
     lines = ["## Learning-rate brackets", ""]
     cells = _ordered_unique(
-        (r.get("condition", ""), r["arm"]) for r in runs
+        (r.get("condition", ""), r["arm"])
+        for r in runs
         if r.get("bracketed") and r["bracketed"] != "True"
     )
     if not cells:
         return lines + [
             "Every (condition, arm) cell is bracketed: its chosen learning "
             "rate has a completed, non-diverged search trial below and "
-            "above it.", "",
+            "above it.",
+            "",
         ]
     lines += [
         "Cells whose chosen learning rate lacks a completed, non-diverged "
@@ -381,11 +402,19 @@ def _bracket_section(runs):
         "",
     ]
     for condition, arm in cells:
-        row = next(r for r in runs
-                   if (r.get("condition", ""), r["arm"]) == (condition, arm))
-        sides = [side for side, key in (("below", "lr_below_factor"),
-                                        ("above", "lr_above_factor"))
-                 if not row.get(key)]
+        row = next(
+            r
+            for r in runs
+            if (r.get("condition", ""), r["arm"]) == (condition, arm)
+        )
+        sides = [
+            side
+            for side, key in (
+                ("below", "lr_below_factor"),
+                ("above", "lr_above_factor"),
+            )
+            if not row.get(key)
+        ]
         where = f"`{condition}`, " if condition else ""
         why = f"nothing {' or '.join(sides)}" if sides else "not bracketed"
         lines.append(f"- {where}`{arm}`: {why}.")
@@ -434,10 +463,18 @@ def _interaction_table(by_size, sizes, protocol):
     if len(sizes) < 2:
         return []
     small, large = by_size[sizes[0]], by_size[sizes[-1]]
-    arms = [a for a in _ordered_unique(r["arm"] for r in small + large)
-            if _accs(small, a) and _accs(large, a)]
-    pairs = [(a, c) for a in arms if a in OUR_ARMS
-             for c in protocol.comparators if c in arms and c != a]
+    arms = [
+        a
+        for a in _ordered_unique(r["arm"] for r in small + large)
+        if _accs(small, a) and _accs(large, a)
+    ]
+    pairs = [
+        (a, c)
+        for a in arms
+        if a in OUR_ARMS
+        for c in protocol.comparators
+        if c in arms and c != a
+    ]
     if not pairs:
         return []
     lines = [
@@ -453,8 +490,12 @@ def _interaction_table(by_size, sizes, protocol):
         "|---|---|---|---|---|---|",
     ]
     for arm, comparator in pairs:
-        samples = (_accs(small, arm), _accs(large, arm),
-                   _accs(small, comparator), _accs(large, comparator))
+        samples = (
+            _accs(small, arm),
+            _accs(large, arm),
+            _accs(small, comparator),
+            _accs(large, comparator),
+        )
         i = statistics.interaction(*samples, confidence=CONFIDENCE)
         ours = _mean(samples[1]) - _mean(samples[0])
         theirs = _mean(samples[3]) - _mean(samples[2])
@@ -480,12 +521,18 @@ def _verdict_counts(cells):
         "|---|" + "---|" * len(kinds),
     ]
     for arm, comparator in _ordered_unique(
-            (c["arm"], c["comparator"]) for c in cells):
-        verdicts = [c["verdict"].split(" ")[0] for c in cells
-                    if (c["arm"], c["comparator"]) == (arm, comparator)]
-        lines.append(f"| {arm} - {comparator} | "
-                     + " | ".join(str(verdicts.count(k)) for k in kinds)
-                     + " |")
+        (c["arm"], c["comparator"]) for c in cells
+    ):
+        verdicts = [
+            c["verdict"].split(" ")[0]
+            for c in cells
+            if (c["arm"], c["comparator"]) == (arm, comparator)
+        ]
+        lines.append(
+            f"| {arm} - {comparator} | "
+            + " | ".join(str(verdicts.count(k)) for k in kinds)
+            + " |"
+        )
     return lines + [""]
 
 
@@ -573,8 +620,9 @@ def _std(values):
     if len(values) < 2:
         return math.nan
     m = _mean(values)
-    return math.sqrt(math.fsum((v - m) ** 2 for v in values)
-                     / (len(values) - 1))
+    return math.sqrt(
+        math.fsum((v - m) ** 2 for v in values) / (len(values) - 1)
+    )
 
 
 def _minutes(seconds):

@@ -102,8 +102,11 @@ def _run(study, options, role, backend, runs_dir, out_dir):
     start = time.perf_counter()
     log(
         f"study {study.results_name}: "
-        + (f"{len(conditions)} conditions ({', '.join(study.grid)}) x "
-           if study.grid else "")
+        + (
+            f"{len(conditions)} conditions ({', '.join(study.grid)}) x "
+            if study.grid
+            else ""
+        )
         + f"{len(study.arms)} arms ({', '.join(study.arms)}), "
         f"{study.search['tuner']} search of up to "
         f"{study.search['max_trials']} trials and {study.fixed['seeds']} "
@@ -118,14 +121,17 @@ def _run(study, options, role, backend, runs_dir, out_dir):
     if writes_results:
         _check_same_study(study, runs_dir, out_dir, backend)
         for folder in (runs_dir, out_dir):
-            records.write_json(os.path.join(folder, schema.STUDY_JSON),
-                               _fingerprint(study))
+            records.write_json(
+                os.path.join(folder, schema.STUDY_JSON), _fingerprint(study)
+            )
 
     state = _State(study, out_dir, backend)
     datas, loaded = {}, {}
-    cells = [(c, condition, i, arm)
-             for c, condition in enumerate(conditions)
-             for i, arm in enumerate(study.arms)]
+    cells = [
+        (c, condition, i, arm)
+        for c, condition in enumerate(conditions)
+        for i, arm in enumerate(study.arms)
+    ]
     port = distributed.base_port() if role else None
     for index, (c, condition, i, arm) in enumerate(cells):
         at = study.at(condition)
@@ -134,45 +140,76 @@ def _run(study, options, role, backend, runs_dir, out_dir):
         data = datas[condition.name]
         label = _label(study, condition, c, i, arm)
         if (condition.name, arm) not in state.cells or state.reopen(
-                condition.name, arm):
+            condition.name, arm
+        ):
             t0 = time.perf_counter()
             tuner = search.search_cell(
-                at, arm, data,
+                at,
+                arm,
+                data,
                 os.path.join(runs_dir, condition.name, arm)
-                if condition.name else os.path.join(runs_dir, arm),
-                "[search] " + label, log, start, role=role,
+                if condition.name
+                else os.path.join(runs_dir, arm),
+                "[search] " + label,
+                log,
+                start,
+                role=role,
                 port=distributed.cell_port(port, index) if role else None,
                 worker_timeout=options.worker_timeout,
-                callbacks=options.callbacks, verbose=options.verbose,
+                callbacks=options.callbacks,
+                verbose=options.verbose,
                 tensorboard=_tensorboard_dir(options, study),
                 run_prefix=(condition.name, arm),
             )
             if writes_results:
-                state.record_search(at, condition, arm, tuner,
-                                    time.perf_counter() - t0, git_at_start)
+                state.record_search(
+                    at,
+                    condition,
+                    arm,
+                    tuner,
+                    time.perf_counter() - t0,
+                    git_at_start,
+                )
                 cell = state.cells[condition.name, arm]
-                log(f"[search] {label}: search done, "
+                log(
+                    f"[search] {label}: search done, "
                     f"{cell['search_trials']} trials; chosen "
                     f"learning_rate {float(cell['learning_rate']):.3g} "
                     f"(val_accuracy "
                     f"{float(state.chosen[condition.name, arm]['val_accuracy']):.4f}), "
-                    + _bracket_words(cell) + f"; elapsed {search.elapsed(start)}")
+                    + _bracket_words(cell)
+                    + f"; elapsed {search.elapsed(start)}"
+                )
         elif role != "worker":
-            log(f"[search] {label}: search already done "
+            log(
+                f"[search] {label}: search already done "
                 f"({state.cells[condition.name, arm]['search_trials']} "
-                "trials), skipped")
+                "trials), skipped"
+            )
         if role is None:
             _seeds(state, at, condition, c, i, arm, data, options, start)
     if not writes_results:
-        log("worker: searches done; the chief retrains the best settings "
-            "and writes the results")
+        log(
+            "worker: searches done; the chief retrains the best settings "
+            "and writes the results"
+        )
         return None
     if role == "chief":
         for c, condition, i, arm in cells:
-            _seeds(state, study.at(condition), condition, c, i, arm,
-                   datas[condition.name], options, start)
-    return _finish(state, datas, backend, role, start, git_at_start,
-                   options, out_dir)
+            _seeds(
+                state,
+                study.at(condition),
+                condition,
+                c,
+                i,
+                arm,
+                datas[condition.name],
+                options,
+                start,
+            )
+    return _finish(
+        state, datas, backend, role, start, git_at_start, options, out_dir
+    )
 
 
 def _seeds(state, study, condition, c, i, arm, data, options, start):
@@ -188,8 +225,10 @@ def _seeds(state, study, condition, c, i, arm, data, options, start):
     for seed in range(n):
         key = (condition.name, arm, str(seed))
         if key in state.runs:
-            log(f"{label} seed {seed + 1}/{n}: already done (test_accuracy "
-                f"{float(state.runs[key]['test_accuracy']):.4f}), skipped")
+            log(
+                f"{label} seed {seed + 1}/{n}: already done (test_accuracy "
+                f"{float(state.runs[key]['test_accuracy']):.4f}), skipped"
+            )
             continue
         callbacks = list(options.callbacks)
         if options.tensorboard:
@@ -198,21 +237,33 @@ def _seeds(state, study, condition, c, i, arm, data, options, start):
             callbacks += tensorboard.callbacks(
                 _tensorboard_dir(options, state.study),
                 tensorboard.run_name(condition.name, arm, "seed", seed),
-                {**hp_values, "arm": arm, "seed": seed,
-                 **schema.condition_cells(state.study, condition)},
+                {
+                    **hp_values,
+                    "arm": arm,
+                    "seed": seed,
+                    **schema.condition_cells(state.study, condition),
+                },
             )
         result = training.train_and_evaluate(
-            study, arm, hp_values, data, seed, callbacks=callbacks,
+            study,
+            arm,
+            hp_values,
+            data,
+            seed,
+            callbacks=callbacks,
             verbose=1 if options.verbose else 0,
         )
         trained = True
-        state.record_run(study, condition, arm, seed, hp_values, chosen,
-                         cell, data, result)
-        log(f"{label} seed {seed + 1}/{n}: test_accuracy "
+        state.record_run(
+            study, condition, arm, seed, hp_values, chosen, cell, data, result
+        )
+        log(
+            f"{label} seed {seed + 1}/{n}: test_accuracy "
             f"{result['test_accuracy']:.4f} (val {result['val_accuracy']:.4f}"
             + (", diverged" if result["diverged"] else "")
             + f") in {result['wall_time_s']:.1f} s; elapsed "
-            f"{search.elapsed(start)}")
+            f"{search.elapsed(start)}"
+        )
     if trained:
         state.record_seeds(condition, arm, n, time.perf_counter() - t0)
 
@@ -230,12 +281,14 @@ class _State:
         except ValueError as e:
             raise SweepError(str(e)) from None
         self.curves = schema.read_keyed(
-            self._path(schema.CURVES_CSV), "condition", "arm", "seed",
-            "epoch")
+            self._path(schema.CURVES_CSV), "condition", "arm", "seed", "epoch"
+        )
         self.search_rows = records.read_csv(
-            self._path(schema.SEARCH_TRIALS_CSV))
-        self.cells = schema.read_keyed(self._path(schema.CELLS_CSV),
-                                       "condition", "arm")
+            self._path(schema.SEARCH_TRIALS_CSV)
+        )
+        self.cells = schema.read_keyed(
+            self._path(schema.CELLS_CSV), "condition", "arm"
+        )
         self.chosen = {}
         # Whether this run added anything to the results.
         self.changed = False
@@ -248,18 +301,24 @@ class _State:
         since, and the search had ended by its budget, not by itself."""
         cell = self.cells[name, arm]
         budget = int(cell["max_trials"])
-        return (self.study.search["max_trials"] > budget
-                and int(cell["search_trials"]) >= budget
-                and not schema._true(cell["bracketed"]))
+        return (
+            self.study.search["max_trials"] > budget
+            and int(cell["search_trials"]) >= budget
+            and not schema._true(cell["bracketed"])
+        )
 
     def rows_of(self, name, arm):
-        return [r for r in self.search_rows
-                if r.get("condition", "") == name and r["arm"] == arm]
+        return [
+            r
+            for r in self.search_rows
+            if r.get("condition", "") == name and r["arm"] == arm
+        ]
 
     def chosen_row(self, name, arm):
         if (name, arm) not in self.chosen:
-            row = schema.chosen_row(self.rows_of(name, arm),
-                                    self.study.search["tuner"])
+            row = schema.chosen_row(
+                self.rows_of(name, arm), self.study.search["tuner"]
+            )
             if row is None:
                 raise SweepError(
                     f"no search trial of arm {arm!r}"
@@ -274,12 +333,19 @@ class _State:
         """Writes the search rows and the `cells.csv` row of one cell."""
         self.changed = True
         trials = [tuner.oracle.trials[t] for t in sorted(tuner.oracle.trials)]
-        rows = [{k: _cell(v) for k, v in
-                 schema.trial_row(self.study, condition, arm, t).items()}
-                for t in trials]
+        rows = [
+            {
+                k: _cell(v)
+                for k, v in schema.trial_row(
+                    self.study, condition, arm, t
+                ).items()
+            }
+            for t in trials
+        ]
         self.chosen.pop((condition.name, arm), None)
         self.search_rows = [
-            r for r in self.search_rows
+            r
+            for r in self.search_rows
             if (r.get("condition", ""), r["arm"]) != (condition.name, arm)
         ] + rows
         chosen = self.chosen_row(condition.name, arm)
@@ -289,7 +355,8 @@ class _State:
         previous = self.cells.get((condition.name, arm), {})
         wall = wall_time + float(previous.get("search_wall_time_s") or 0.0)
         self.cells[condition.name, arm] = {
-            k: _cell(v) for k, v in {
+            k: _cell(v)
+            for k, v in {
                 **schema.condition_cells(self.study, condition),
                 "arm": arm,
                 "search_trials": len(rows),
@@ -310,44 +377,65 @@ class _State:
         )
         self._write_cells()
 
-    def record_run(self, study, condition, arm, seed, hp_values, chosen,
-                   cell, data, result):
+    def record_run(
+        self, study, condition, arm, seed, hp_values, chosen, cell, data, result
+    ):
         key = (condition.name, arm, str(seed))
         self.changed = True
         for epoch, metrics in enumerate(result["history"], start=1):
             self.curves[key + (str(epoch),)] = dict(
-                metrics, arm=arm, seed=seed, epoch=epoch,
+                metrics,
+                arm=arm,
+                seed=seed,
+                epoch=epoch,
                 **schema.condition_cells(self.study, condition),
             )
         # Curves first: a row in trials.csv means the run is complete.
-        records.write_csv(self._path(schema.CURVES_CSV),
-                          schema.curve_columns(self.study),
-                          self.curves.values())
+        records.write_csv(
+            self._path(schema.CURVES_CSV),
+            schema.curve_columns(self.study),
+            self.curves.values(),
+        )
         self.runs[key] = {
-            k: _cell(v) for k, v in schema.run_row(
-                study, arm, seed, hp_values, chosen, cell, data, result,
-                self.backend, condition).items()
+            k: _cell(v)
+            for k, v in schema.run_row(
+                study,
+                arm,
+                seed,
+                hp_values,
+                chosen,
+                cell,
+                data,
+                result,
+                self.backend,
+                condition,
+            ).items()
         }
-        records.write_csv(self._path(schema.TRIALS_CSV),
-                          schema.run_columns(self.study),
-                          schema.ordered(self.study, self.runs.values(),
-                                         "seed"))
+        records.write_csv(
+            self._path(schema.TRIALS_CSV),
+            schema.run_columns(self.study),
+            schema.ordered(self.study, self.runs.values(), "seed"),
+        )
 
     def record_seeds(self, condition, arm, seeds, wall_time):
         cell = self.cells[condition.name, arm]
         previous = float(cell.get("seeds_wall_time_s") or 0.0)
-        cell.update(seeds=str(seeds), seeds_wall_time_s=str(previous + wall_time),
-                    finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+        cell.update(
+            seeds=str(seeds),
+            seeds_wall_time_s=str(previous + wall_time),
+            finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        )
         self._write_cells()
 
     def _write_cells(self):
-        records.write_csv(self._path(schema.CELLS_CSV),
-                          schema.cell_columns(self.study),
-                          schema.ordered(self.study, self.cells.values()))
+        records.write_csv(
+            self._path(schema.CELLS_CSV),
+            schema.cell_columns(self.study),
+            schema.ordered(self.study, self.cells.values()),
+        )
 
 
-def _finish(state, datas, backend, role, start, git_at_start, options,
-            out_dir):
+def _finish(state, datas, backend, role, start, git_at_start, options, out_dir):
     from tuning import plots
     from tuning import report
 
@@ -371,16 +459,26 @@ def _finish(state, datas, backend, role, start, git_at_start, options,
         state.search_rows,
         conditions=[c.name for c in conditions] if study.grid else None,
     )
-    summary = schema.summary(study, datas, backend, options.command, runs,
-                             state.cells, role, time.perf_counter() - start,
-                             git_at_start=git_at_start)
+    summary = schema.summary(
+        study,
+        datas,
+        backend,
+        options.command,
+        runs,
+        state.cells,
+        role,
+        time.perf_counter() - start,
+        git_at_start=git_at_start,
+    )
     records.write_json(summary_path, summary)
     report_path = report.write_report(out_dir)
-    log(f"results: {out_dir} ({schema.TRIALS_CSV}, "
+    log(
+        f"results: {out_dir} ({schema.TRIALS_CSV}, "
         f"{schema.SEARCH_TRIALS_CSV}, {schema.CELLS_CSV}, "
         f"{schema.CURVES_CSV}, {schema.SUMMARY_JSON}, "
         f"{os.path.basename(report_path)}, "
-        f"{', '.join(os.path.basename(p) for p in paths)})")
+        f"{', '.join(os.path.basename(p) for p in paths)})"
+    )
     _log_results(state, summary, start)
     return summary
 
@@ -390,32 +488,44 @@ def _log_results(state, summary, start):
     unbracketed cells."""
     study = state.study
     conditions = study.conditions()
-    log("bracketing: chosen learning rate, nearest completed non-diverged "
-        "neighbours below and above")
+    log(
+        "bracketing: chosen learning rate, nearest completed non-diverged "
+        "neighbours below and above"
+    )
     for condition in conditions:
         for arm in study.arms:
             cell = state.cells[condition.name, arm]
-            log(f"  {condition.name + ' ' if condition.name else ''}{arm}: "
-                f"{float(cell['learning_rate']):.3g} "
-                + _bracket_words(cell))
+            log(
+                f"  {condition.name + ' ' if condition.name else ''}{arm}: "
+                f"{float(cell['learning_rate']):.3g} " + _bracket_words(cell)
+            )
     for condition in conditions:
-        arms = (summary["conditions"][condition.name]["arms"] if study.grid
-                else summary["arms"])
+        arms = (
+            summary["conditions"][condition.name]["arms"]
+            if study.grid
+            else summary["arms"]
+        )
         for arm, s in arms.items():
-            log(f"{condition.name + ' ' if condition.name else ''}{arm}: "
+            log(
+                f"{condition.name + ' ' if condition.name else ''}{arm}: "
                 f"test_accuracy {s['test_accuracy_mean']:.4f} +- "
-                f"{s['test_accuracy_std']:.4f} over {s['seeds']} seeds")
+                f"{s['test_accuracy_std']:.4f} over {s['seeds']} seeds"
+            )
     unbracketed = [
         {"condition": name, "arm": arm}
         for (name, arm), cell in state.cells.items()
         if not schema._true(cell["bracketed"])
     ]
     if unbracketed:
-        log(f"{len(unbracketed)} of {len(conditions) * len(study.arms)} "
+        log(
+            f"{len(unbracketed)} of {len(conditions) * len(study.arms)} "
             "cells are NOT bracketed (their chosen rate lacks a completed, "
             "non-diverged neighbour within a factor of 2 on some side): "
-            + ", ".join(f"{u['condition'] + ' ' if u['condition'] else ''}"
-                        f"{u['arm']}" for u in unbracketed))
+            + ", ".join(
+                f"{u['condition'] + ' ' if u['condition'] else ''}{u['arm']}"
+                for u in unbracketed
+            )
+        )
     else:
         log("every cell is bracketed")
     log(f"done in {search.elapsed(start)}")
@@ -425,11 +535,15 @@ def _bracket_words(cell):
     below = cell.get("lr_below_factor") or ""
     above = cell.get("lr_above_factor") or ""
     return (
-        f"below /{float(below):.2f}" if below else "nothing below"
-    ) + ", " + (
-        f"above x{float(above):.2f}" if above else "nothing above"
-    ) + (", bracketed" if schema._true(cell["bracketed"])
-         else ", NOT bracketed")
+        (f"below /{float(below):.2f}" if below else "nothing below")
+        + ", "
+        + (f"above x{float(above):.2f}" if above else "nothing above")
+        + (
+            ", bracketed"
+            if schema._true(cell["bracketed"])
+            else ", NOT bracketed"
+        )
+    )
 
 
 def reproduce(study, options, arm, seed, condition=None):
@@ -456,9 +570,7 @@ def reproduce(study, options, arm, seed, condition=None):
             f"study {study.results_name!r} has no [grid], hence no "
             f"conditions; leave --condition out. Received: condition={name!r}"
         )
-    condition = (
-        study.condition(name) if study.grid else study.conditions()[0]
-    )
+    condition = study.condition(name) if study.grid else study.conditions()[0]
     out_dir = os.path.join(options.results_dir, study.results_name)
     trials_csv = os.path.join(out_dir, schema.TRIALS_CSV)
     rows = records.read_csv(trials_csv)
@@ -472,7 +584,7 @@ def reproduce(study, options, arm, seed, condition=None):
     matches = [r for r in rows if r["arm"] == arm and r["seed"] == str(seed)]
     if not matches:
         available = sorted({(r["arm"], int(r["seed"])) for r in rows})
-        where = (f" of condition {condition.name}" if condition.name else "")
+        where = f" of condition {condition.name}" if condition.name else ""
         raise SweepError(
             f"no recorded run for this arm and seed{where} in "
             f"{trials_csv}; expected one of "
@@ -483,18 +595,22 @@ def reproduce(study, options, arm, seed, condition=None):
     row = matches[-1]
     backend = keras.backend.backend()
     if row.get("backend") and row["backend"] != backend:
-        log(f"note: recorded with backend {row['backend']}, reproducing "
-            f"with {backend}; expect small differences")
+        log(
+            f"note: recorded with backend {row['backend']}, reproducing "
+            f"with {backend}; expect small differences"
+        )
     hp_values = schema.hyperparameters(row)
     study = study.at(condition)
     data = load_data(study, options.data_dir)
-    log(f"reproducing {study.results_name} "
+    log(
+        f"reproducing {study.results_name} "
         + (f"condition {condition.name} " if condition.name else "")
         + f"arm {arm} seed {seed} with {search.format_hps(hp_values)} on "
-        f"{data.label}")
-    result = training.train_and_evaluate(study, arm, hp_values, data,
-                                         int(seed),
-                                         callbacks=options.callbacks)
+        f"{data.label}"
+    )
+    result = training.train_and_evaluate(
+        study, arm, hp_values, data, int(seed), callbacks=options.callbacks
+    )
     recorded = float(row["test_accuracy"])
     print(
         f"test_accuracy {result['test_accuracy']:.4f} (recorded "
@@ -554,8 +670,11 @@ def _tensorboard_dir(options, study):
 
 
 def _label(study, condition, c, i, arm):
-    where = (f"condition {c + 1}/{len(study.conditions())} "
-             f"{condition.name} " if study.grid else "")
+    where = (
+        f"condition {c + 1}/{len(study.conditions())} {condition.name} "
+        if study.grid
+        else ""
+    )
     return f"{where}arm {i + 1}/{len(study.arms)} {arm}"
 
 
@@ -591,8 +710,10 @@ def _check_same_study(study, runs_dir, out_dir, backend):
                 "--overwrite to start again. Received: "
                 f"study={study.results_name!r}"
             )
-    has = {name: os.path.isfile(os.path.join(out_dir, name))
-           for name in (schema.TRIALS_CSV, schema.CELLS_CSV)}
+    has = {
+        name: os.path.isfile(os.path.join(out_dir, name))
+        for name in (schema.TRIALS_CSV, schema.CELLS_CSV)
+    }
     if has[schema.TRIALS_CSV] and not has[schema.CELLS_CSV]:
         raise SweepError(
             f"the results in {out_dir} were written by an earlier version of "

@@ -59,16 +59,37 @@ RUN_METRICS = (
 )
 # Of a run, after RUN_METRICS: whether it diverged, its optimizer steps.
 RUN_EXTRAS = ("diverged", "steps")
-TRIAL_METRICS = ("val_accuracy", "val_loss", "loss", "accuracy",
-                 "wall_time_s", "diverged")
+TRIAL_METRICS = (
+    "val_accuracy",
+    "val_loss",
+    "loss",
+    "accuracy",
+    "wall_time_s",
+    "diverged",
+)
 CURVE_COLUMNS = (
-    "arm", "seed", "epoch", "loss", "accuracy", "val_loss", "val_accuracy"
+    "arm",
+    "seed",
+    "epoch",
+    "loss",
+    "accuracy",
+    "val_loss",
+    "val_accuracy",
 )
 BRACKET_COLUMNS = ("bracketed", "lr_below_factor", "lr_above_factor")
 CELL_COLUMNS = (
-    "arm", "search_trials", "max_trials", "chosen_trial_id",
-    LEARNING_RATE, *BRACKET_COLUMNS, "search_wall_time_s",
-    "seeds", "seeds_wall_time_s", "finished_at", "git_commit", "git_dirty",
+    "arm",
+    "search_trials",
+    "max_trials",
+    "chosen_trial_id",
+    LEARNING_RATE,
+    *BRACKET_COLUMNS,
+    "search_wall_time_s",
+    "seeds",
+    "seeds_wall_time_s",
+    "finished_at",
+    "git_commit",
+    "git_dirty",
 )
 # What a condition can change of the data: one load per distinct value.
 DATA_KEYS = ("dataset", "train_samples", "val_samples", "test_samples")
@@ -93,9 +114,16 @@ def curve_columns(study):
 def search_columns(study=None):
     return (
         *(grid_columns(study) if study is not None else ()),
-        "arm", "trial_id", "status", "val_accuracy",
+        "arm",
+        "trial_id",
+        "status",
+        "val_accuracy",
         *HYPERPARAMETER_NAMES,
-        "val_loss", "loss", "accuracy", "wall_time_s", "diverged",
+        "val_loss",
+        "loss",
+        "accuracy",
+        "wall_time_s",
+        "diverged",
         "bracketed",
     )
 
@@ -106,22 +134,47 @@ def cell_columns(study):
 
 def run_columns(study):
     columns = (
-        "study", "arm", "seed", *RUN_METRICS, *RUN_EXTRAS,
+        "study",
+        "arm",
+        "seed",
+        *RUN_METRICS,
+        *RUN_EXTRAS,
         *HYPERPARAMETER_NAMES,
-        "search_trial_id", "search_val_accuracy", "search_trials",
+        "search_trial_id",
+        "search_val_accuracy",
+        "search_trials",
         *BRACKET_COLUMNS,
-        "family", "dataset", "dataset_label", "train_samples", "val_samples",
-        "test_samples", *study_module.MODEL_KEYS[study.family],
-        "batch_size", "tuner", "max_trials", "lr_low", "lr_high",
-        "optimizers", "kernel_scales", "lr_step", "learning_rate_limits",
-        "schedule", "warmup_epochs", "momentum", "backend",
+        "family",
+        "dataset",
+        "dataset_label",
+        "train_samples",
+        "val_samples",
+        "test_samples",
+        *study_module.MODEL_KEYS[study.family],
+        "batch_size",
+        "tuner",
+        "max_trials",
+        "lr_low",
+        "lr_high",
+        "optimizers",
+        "kernel_scales",
+        "lr_step",
+        "learning_rate_limits",
+        "schedule",
+        "warmup_epochs",
+        "momentum",
+        "backend",
     )
     if not study.grid:
         return columns
     # The grid values are columns already (as fixed settings, or as the
     # `optimizers` searched); the condition goes after the study.
-    return (columns[0], "condition", *columns[1:],
-            *(k for k in study.grid if k not in columns))
+    return (
+        columns[0],
+        "condition",
+        *columns[1:],
+        *(k for k in study.grid if k not in columns),
+    )
 
 
 # Search trials.
@@ -129,8 +182,12 @@ def run_columns(study):
 
 def trial_row(study, condition, arm, trial):
     """One row of search_trials.csv from a KerasTuner trial."""
-    row = {"arm": arm, "trial_id": trial.trial_id, "status": trial.status,
-           **condition_cells(study, condition)}
+    row = {
+        "arm": arm,
+        "trial_id": trial.trial_id,
+        "status": trial.status,
+        **condition_cells(study, condition),
+    }
     row.update(trial.hyperparameters.values)
     for name in TRIAL_METRICS:
         if trial.metrics.exists(name):
@@ -167,15 +224,21 @@ def chosen_row(rows, tuner):
     Returns:
         dict or None: the row, or `None` if no trial completed.
     """
-    completed = [r for r in rows if r["status"] == "COMPLETED"
-                 and _finite(r.get(OBJECTIVE))]
+    completed = [
+        r
+        for r in rows
+        if r["status"] == "COMPLETED" and _finite(r.get(OBJECTIVE))
+    ]
     if tuner == "bracket":
         chosen = bracketing.summarize(points(rows))["chosen"]
         if chosen is None:
             return None
-        return next(r for r in completed if not _diverged(r)
-                    and math.isclose(float(r[LEARNING_RATE]), chosen,
-                                     rel_tol=1e-12))
+        return next(
+            r
+            for r in completed
+            if not _diverged(r)
+            and math.isclose(float(r[LEARNING_RATE]), chosen, rel_tol=1e-12)
+        )
     if not completed:
         return None
     return max(completed, key=lambda r: float(r[OBJECTIVE]))
@@ -198,8 +261,12 @@ def bracket(rows, chosen):
     above_factor = min(above) / lr if above else None
     limit = bracketing.BRACKET_FACTOR * (1 + 1e-6)
     return {
-        "bracketed": (below_factor is not None and above_factor is not None
-                      and below_factor <= limit and above_factor <= limit),
+        "bracketed": (
+            below_factor is not None
+            and above_factor is not None
+            and below_factor <= limit
+            and above_factor <= limit
+        ),
         "lr_below_factor": below_factor,
         "lr_above_factor": above_factor,
     }
@@ -207,8 +274,10 @@ def bracket(rows, chosen):
 
 def hyperparameters(row):
     """The hyperparameter values of a search or trials row."""
-    values = {LEARNING_RATE: float(row[LEARNING_RATE]),
-              OPTIMIZER: row[OPTIMIZER]}
+    values = {
+        LEARNING_RATE: float(row[LEARNING_RATE]),
+        OPTIMIZER: row[OPTIMIZER],
+    }
     if row.get(KERNEL_SCALE) not in (None, ""):
         values[KERNEL_SCALE] = float(row[KERNEL_SCALE])
     return values
@@ -217,8 +286,18 @@ def hyperparameters(row):
 # Reruns.
 
 
-def run_row(study, arm, seed, hp_values, chosen, cell, data, result,
-            backend, condition=None):
+def run_row(
+    study,
+    arm,
+    seed,
+    hp_values,
+    chosen,
+    cell,
+    data,
+    result,
+    backend,
+    condition=None,
+):
     """One row of trials.csv; `study` is resolved at `condition`, so that
     the fixed settings in the row are the condition's."""
     s, f = study.search, study.fixed
@@ -291,7 +370,8 @@ def ordered(study, rows, *extra):
         condition = r.get("condition", "")
         return (
             names.index(condition) if condition in names else len(names),
-            study.arms.index(r["arm"]) if r["arm"] in study.arms
+            study.arms.index(r["arm"])
+            if r["arm"] in study.arms
             else len(study.arms),
             *(int(r[k]) for k in extra),
         )
@@ -302,8 +382,17 @@ def ordered(study, rows, *extra):
 # The summary.
 
 
-def summary(study, datas, backend, command, runs, cells, role, wall_time,
-            git_at_start=None):
+def summary(
+    study,
+    datas,
+    backend,
+    command,
+    runs,
+    cells,
+    role,
+    wall_time,
+    git_at_start=None,
+):
     """summary.json; per arm, or per condition and arm with a grid.
 
     `git_commit` and `git_dirty` are the repository's state when the run
@@ -317,12 +406,15 @@ def summary(study, datas, backend, command, runs, cells, role, wall_time,
         arms = {}
         for arm in study.arms:
             arms[arm] = _cell_summary(
-                [r for r in runs if r["arm"] == arm
-                 and r.get("condition", "") == condition.name],
+                [
+                    r
+                    for r in runs
+                    if r["arm"] == arm
+                    and r.get("condition", "") == condition.name
+                ],
                 cells.get((condition.name, arm)),
             )
-        conditions[condition.name] = {"values": condition.values,
-                                      "arms": arms}
+        conditions[condition.name] = {"values": condition.values, "arms": arms}
     data = next(iter(datas.values()))
     out = {
         "study": study.results_name,
@@ -340,8 +432,11 @@ def summary(study, datas, backend, command, runs, cells, role, wall_time,
         "versions": records.library_versions(backend),
         "git_commit": commit,
         "git_dirty": dirty,
-        **({"git_commit_at_end": commit_at_end}
-           if commit_at_end != commit else {}),
+        **(
+            {"git_commit_at_end": commit_at_end}
+            if commit_at_end != commit
+            else {}
+        ),
         "command": command,
         "distributed": role is not None,
     }
@@ -351,11 +446,13 @@ def summary(study, datas, backend, command, runs, cells, role, wall_time,
         out["arms"] = conditions[""]["arms"]
     unbracketed = [
         {"condition": name, "arm": arm}
-        for name, c in conditions.items() for arm, s in c["arms"].items()
+        for name, c in conditions.items()
+        for arm, s in c["arms"].items()
         if not s["bracketed"]
     ]
     cell_times = [
-        float(c.get(k) or 0.0) for c in cells.values()
+        float(c.get(k) or 0.0)
+        for c in cells.values()
         for k in ("search_wall_time_s", "seeds_wall_time_s")
     ]
     out.update(
@@ -364,8 +461,9 @@ def summary(study, datas, backend, command, runs, cells, role, wall_time,
         # made them (a study may be resumed many times).
         wall_time_s=wall_time,
         cells_wall_time_s=sum(cell_times),
-        commits=sorted({c["git_commit"] for c in cells.values()
-                        if c.get("git_commit")}),
+        commits=sorted(
+            {c["git_commit"] for c in cells.values() if c.get("git_commit")}
+        ),
         finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     )
     return out
@@ -377,15 +475,14 @@ def _cell_summary(runs, cell):
     return {
         "seeds": len(accs),
         "test_accuracy_mean": statistics.fmean(accs) if accs else None,
-        "test_accuracy_std": statistics.stdev(accs) if len(accs) > 1
-        else 0.0,
+        "test_accuracy_std": statistics.stdev(accs) if len(accs) > 1 else 0.0,
         "test_accuracies": accs,
         "best_hyperparameters": hyperparameters(first) if first else None,
         "best_search_trial": first.get("search_trial_id"),
-        "best_val_accuracy": (float(first["search_val_accuracy"])
-                              if first else None),
-        "search_trials_completed": int(cell["search_trials"]) if cell
-        else 0,
+        "best_val_accuracy": (
+            float(first["search_val_accuracy"]) if first else None
+        ),
+        "search_trials_completed": int(cell["search_trials"]) if cell else 0,
         "bracketed": bool(cell) and _true(cell["bracketed"]),
         "lr_below_factor": _float_or_none(cell, "lr_below_factor"),
         "lr_above_factor": _float_or_none(cell, "lr_above_factor"),

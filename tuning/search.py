@@ -49,9 +49,21 @@ class ArmTuner(keras_tuner.Tuner):
         **kwargs: for `keras_tuner.Tuner`.
     """
 
-    def __init__(self, data, epochs, batch_size, search_seed, label, log,
-                 start, callbacks=(), fit_verbose=0, tensorboard=None,
-                 run_prefix=("", ""), **kwargs):
+    def __init__(
+        self,
+        data,
+        epochs,
+        batch_size,
+        search_seed,
+        label,
+        log,
+        start,
+        callbacks=(),
+        fit_verbose=0,
+        tensorboard=None,
+        run_prefix=("", ""),
+        **kwargs,
+    ):
         self.data = data
         self.epochs = epochs
         self.batch_size = batch_size
@@ -75,8 +87,11 @@ class ArmTuner(keras_tuner.Tuner):
             callbacks += tensorboard.callbacks(
                 self.tensorboard,
                 tensorboard.run_name(condition, arm, "trial", trial.trial_id),
-                {**trial.hyperparameters.values, "arm": arm,
-                 "trial": int(trial.trial_id)},
+                {
+                    **trial.hyperparameters.values,
+                    "arm": arm,
+                    "trial": int(trial.trial_id),
+                },
             )
         result = training.train(
             self.hypermodel,
@@ -88,16 +103,19 @@ class ArmTuner(keras_tuner.Tuner):
             callbacks=callbacks,
             verbose=self.fit_verbose,
         )
-        self._last = {name: float(result[name])
-                      for name in schema.TRIAL_METRICS}
+        self._last = {
+            name: float(result[name]) for name in schema.TRIAL_METRICS
+        }
         return dict(self._last)
 
     def on_trial_begin(self, trial):
         super().on_trial_begin(trial)
         self._last = None
-        self.log(f"{self.label}: trial {int(trial.trial_id) + 1} of "
-                 f"{self.oracle.max_trials} started: "
-                 f"{format_hps(trial.hyperparameters.values)}")
+        self.log(
+            f"{self.label}: trial {int(trial.trial_id) + 1} of "
+            f"{self.oracle.max_trials} started: "
+            f"{format_hps(trial.hyperparameters.values)}"
+        )
 
     def on_trial_end(self, trial):
         super().on_trial_end(trial)
@@ -105,12 +123,17 @@ class ArmTuner(keras_tuner.Tuner):
         of = self.oracle.max_trials
         if self._last is None:
             message = (trial.message or "").strip().splitlines()
-            self.log(f"{self.label}: trial {n} of {of} {trial.status}: "
-                     f"{message[-1] if message else ''}")
+            self.log(
+                f"{self.label}: trial {n} of {of} {trial.status}: "
+                f"{message[-1] if message else ''}"
+            )
             return
         best = self.oracle.get_best_trials(1)
-        best_score = (best[0].score if best and best[0].score is not None
-                      else self._last["val_accuracy"])
+        best_score = (
+            best[0].score
+            if best and best[0].score is not None
+            else self._last["val_accuracy"]
+        )
         self.log(
             f"{self.label}: trial {n} of {of} done: val_accuracy "
             f"{self._last['val_accuracy']:.4f}"
@@ -138,14 +161,30 @@ def make_oracle(study, role):
         cls, kwargs = keras_tuner.oracles.BayesianOptimizationOracle, {}
     if role == "chief":
         cls = distributed.RECOVERING[cls]
-    return cls(objective=objective, max_trials=s["max_trials"],
-               seed=s["seed"] + 1, **kwargs)
+    return cls(
+        objective=objective,
+        max_trials=s["max_trials"],
+        seed=s["seed"] + 1,
+        **kwargs,
+    )
 
 
-def search_cell(study, arm, data, project_dir, label, log, start, role=None,
-                port=None, worker_timeout=distributed.DEFAULT_WORKER_TIMEOUT_S,
-                callbacks=(), verbose=False, tensorboard=None,
-                run_prefix=("", "")):
+def search_cell(
+    study,
+    arm,
+    data,
+    project_dir,
+    label,
+    log,
+    start,
+    role=None,
+    port=None,
+    worker_timeout=distributed.DEFAULT_WORKER_TIMEOUT_S,
+    callbacks=(),
+    verbose=False,
+    tensorboard=None,
+    run_prefix=("", ""),
+):
     """Runs (or resumes, or joins) the search of one cell.
 
     Args:
@@ -178,8 +217,9 @@ def search_cell(study, arm, data, project_dir, label, log, start, role=None,
             log(f"{label}: search already done, skipped")
             return None
     if role is not None:
-        log(f"{label}: oracle at "
-            f"{os.environ[distributed.ORACLE_IP_ENV]}:{port}")
+        log(
+            f"{label}: oracle at {os.environ[distributed.ORACLE_IP_ENV]}:{port}"
+        )
     with distributed.serving(port) if role else contextlib.nullcontext():
         tuner = ArmTuner(
             data=data,
@@ -202,10 +242,13 @@ def search_cell(study, arm, data, project_dir, label, log, start, role=None,
         if role != "worker":
             completed = count_completed(tuner.oracle)
             if completed:
-                log(f"{label}: resuming, {completed} of {s['max_trials']} "
-                    "trials already done")
-        with distributed.Liveness(role, tuner.oracle, project_dir,
-                                  worker_timeout, label, log):
+                log(
+                    f"{label}: resuming, {completed} of {s['max_trials']} "
+                    "trials already done"
+                )
+        with distributed.Liveness(
+            role, tuner.oracle, project_dir, worker_timeout, label, log
+        ):
             tuner.search(verbose=1 if (verbose or role == "chief") else 0)
     if role != "worker":
         records.write_json(done_path, {"max_trials": s["max_trials"]})
@@ -220,8 +263,11 @@ def format_hps(values):
     parts = []
     for key in sorted(values):
         value = values[key]
-        parts.append(f"{key}={value:.3g}" if isinstance(value, float)
-                     else f"{key}={value}")
+        parts.append(
+            f"{key}={value:.3g}"
+            if isinstance(value, float)
+            else f"{key}={value}"
+        )
     return ", ".join(parts)
 
 

@@ -183,8 +183,9 @@ def detectable_difference(a, b, alpha=0.05, power=0.8):
     return float((stats.t.ppf(1 - alpha, df) + stats.t.ppf(power, df)) * se)
 
 
-def interaction(ours_small, ours_large, comp_small, comp_large,
-                confidence=0.95):
+def interaction(
+    ours_small, ours_large, comp_small, comp_large, confidence=0.95
+):
     """Difference of the batch-size effects of two arms, with its interval.
 
     The estimate is
@@ -216,8 +217,9 @@ def interaction(ours_small, ours_large, comp_small, comp_large,
         ValueError: if `confidence` is not in (0, 1).
     """
     _check_probability("confidence", confidence)
-    samples = [_floats(x) for x in
-               (ours_small, ours_large, comp_small, comp_large)]
+    samples = [
+        _floats(x) for x in (ours_small, ours_large, comp_small, comp_large)
+    ]
     means = [_mean(x) for x in samples]
     diff = (means[1] - means[0]) - (means[3] - means[2])
     se, df = _welch_se_df(samples)
@@ -278,14 +280,25 @@ def _welch_se_df(samples):
 
 
 def _t_summary(diff, se, df, confidence):
-    result = {"diff": diff, "se": se, "df": df, "low": math.nan,
-              "high": math.nan, "t": math.nan, "p": math.nan}
+    result = {
+        "diff": diff,
+        "se": se,
+        "df": df,
+        "low": math.nan,
+        "high": math.nan,
+        "t": math.nan,
+        "p": math.nan,
+    }
     if not _usable(se):
         return result
     half = float(stats.t.ppf((1 + confidence) / 2, df)) * se
     t = diff / se
-    result.update(low=diff - half, high=diff + half, t=t,
-                  p=float(2 * stats.t.sf(abs(t), df)))
+    result.update(
+        low=diff - half,
+        high=diff + half,
+        t=t,
+        p=float(2 * stats.t.sf(abs(t), df)),
+    )
     return result
 
 

@@ -52,8 +52,7 @@ TUNERS = ("bracket", "random", "bayesian")
 SCHEDULES = ("constant", "cosine")
 DATASETS = ("cifar10", "fashion_mnist")
 OPTIMIZERS = ("sgd", "adam")
-TABLES = ("description", "compare", "search", "fixed", "grid", "quick",
-          "full")
+TABLES = ("description", "compare", "search", "fixed", "grid", "quick", "full")
 OVERRIDE_TABLES = ("quick", "full")
 COMPARE_KEYS = ("family", "arms", "comparators", "margin")
 COMPARE_REQUIRED = ("family", "arms")
@@ -112,8 +111,6 @@ MODEL_KEYS = {
     "mlp": ("depth", "width", "activation"),
     "cnn": ("depth", "filters", "activation"),
 }
-
-
 
 
 def grid_keys(family):
@@ -192,9 +189,7 @@ class Study:
         keys = list(self.grid)
         return tuple(
             Condition(
-                name="_".join(
-                    f"{k}-{_slug(v)}" for k, v in zip(keys, values)
-                ),
+                name="_".join(f"{k}-{_slug(v)}" for k, v in zip(keys, values)),
                 values=dict(zip(keys, values)),
             )
             for values in itertools.product(*self.grid.values())
@@ -334,8 +329,14 @@ def _parse(data, path, quick, full):
                 f"Received: {table}={data.get(table)!r}"
             )
     compare = data["compare"]
-    _check_keys(compare, COMPARE_KEYS, "[compare]", where, required=True,
-                optional=set(COMPARE_KEYS) - set(COMPARE_REQUIRED))
+    _check_keys(
+        compare,
+        COMPARE_KEYS,
+        "[compare]",
+        where,
+        required=True,
+        optional=set(COMPARE_KEYS) - set(COMPARE_REQUIRED),
+    )
     family = compare["family"]
     if family not in FAMILIES:
         raise StudyError(
@@ -378,10 +379,22 @@ def _parse(data, path, quick, full):
     fixed = dict(data["fixed"])
     grid = _parse_grid(data.get("grid", {}), family, "[grid]", where)
     # A grid key may be left out of [fixed] and [search]: the grid sets it.
-    _check_keys(search, SEARCH_KEYS, "[search]", where, required=True,
-                optional=set(grid) | set(SEARCH_DEFAULTS))
-    _check_keys(fixed, FIXED_KEYS[family], "[fixed]", where, required=True,
-                optional=set(grid) | set(FIXED_DEFAULTS))
+    _check_keys(
+        search,
+        SEARCH_KEYS,
+        "[search]",
+        where,
+        required=True,
+        optional=set(grid) | set(SEARCH_DEFAULTS),
+    )
+    _check_keys(
+        fixed,
+        FIXED_KEYS[family],
+        "[fixed]",
+        where,
+        required=True,
+        optional=set(grid) | set(FIXED_DEFAULTS),
+    )
     for table in OVERRIDE_TABLES:
         if not isinstance(data.get(table, {}), dict):
             raise StudyError(
@@ -454,8 +467,7 @@ def _parse_grid(grid, family, name, where):
             f"{where}: `{name}` must be a table. Received: grid={grid!r}"
         )
     allowed = grid_keys(family)
-    known = set(SEARCH_KEYS) | {k for keys in FIXED_KEYS.values()
-                                for k in keys}
+    known = set(SEARCH_KEYS) | {k for keys in FIXED_KEYS.values() for k in keys}
     unknown = sorted(set(grid) - known)
     if unknown:
         raise StudyError(
@@ -617,8 +629,7 @@ def _our_variants(family):
     from keras_affine_div import models
 
     return (
-        models.OUR_MLP_VARIANTS if family == "mlp"
-        else models.OUR_CNN_VARIANTS
+        models.OUR_MLP_VARIANTS if family == "mlp" else models.OUR_CNN_VARIANTS
     )
 
 
@@ -636,9 +647,11 @@ def _check_keys(table, allowed, name, where, required=False, optional=()):
             f"{where}: unknown keys in {name}; expected only {list(allowed)}. "
             f"Received: {', '.join(f'{k}={table[k]!r}' for k in unknown)}"
         )
-    missing = [
-        k for k in allowed if k not in table and k not in optional
-    ] if required else []
+    missing = (
+        [k for k in allowed if k not in table and k not in optional]
+        if required
+        else []
+    )
     if missing:
         raise StudyError(
             f"{where}: {name} must set {list(allowed)}. "
@@ -656,11 +669,7 @@ def _check_choice(table, key, choices, where):
 
 def _check_int(table, key, where, minimum=1):
     value = table[key]
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int)
-        or value < minimum
-    ):
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise StudyError(
             f"{where}: `{key}` must be an integer >= {minimum}. "
             f"Received: {key}={value!r}"
@@ -677,6 +686,4 @@ def _slug(value):
 
 
 def _jsonable(table):
-    return {
-        k: list(v) if isinstance(v, tuple) else v for k, v in table.items()
-    }
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in table.items()}

@@ -104,8 +104,9 @@ def main(argv=None):
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("interrupted; run the same command again to resume",
-              file=sys.stderr)
+        print(
+            "interrupted; run the same command again to resume", file=sys.stderr
+        )
         return 130
     return 0
 
@@ -114,8 +115,13 @@ def execute(arguments):
     """Runs or reproduces what `arguments` say (no argparse below here)."""
     from tuning import runner
 
-    study = load_study(arguments.study, arguments.quick, arguments.full,
-                       arguments.max_trials, arguments.seeds)
+    study = load_study(
+        arguments.study,
+        arguments.quick,
+        arguments.full,
+        arguments.max_trials,
+        arguments.seeds,
+    )
     if arguments.condition is not None and not arguments.reproduce:
         raise runner.SweepError(
             "--condition goes with --reproduce. Received: "
@@ -133,8 +139,7 @@ def execute(arguments):
     )
     if arguments.reproduce:
         arm, seed = arguments.reproduce
-        return runner.reproduce(study, options, arm, seed,
-                                arguments.condition)
+        return runner.reproduce(study, options, arm, seed, arguments.condition)
     return runner.run(study, options)
 
 
@@ -169,11 +174,13 @@ def parser():
     )
     size = p.add_mutually_exclusive_group()
     size.add_argument(
-        "--quick", action="store_true",
+        "--quick",
+        action="store_true",
         help="apply the study's [quick] overrides (results in <study>-quick)",
     )
     size.add_argument(
-        "--full", action="store_true",
+        "--full",
+        action="store_true",
         help=(
             "apply the study's [full] overrides, for a GPU or Colab (results "
             "in <study>-full)"
@@ -187,32 +194,41 @@ def parser():
         ),
     )
     p.add_argument(
-        "--results-dir", default=schema.DEFAULT_RESULTS_DIR,
+        "--results-dir",
+        default=schema.DEFAULT_RESULTS_DIR,
         help="where <study>/ results are written (default: tuning/results)",
     )
     p.add_argument(
-        "--runs-dir", default=schema.DEFAULT_RUNS_DIR,
+        "--runs-dir",
+        default=schema.DEFAULT_RUNS_DIR,
         help=(
             "KerasTuner projects, one per cell under <study>/ (default: "
             "tuning/runs); shared by the chief and workers when distributed"
         ),
     )
     p.add_argument(
-        "--overwrite", action="store_true",
+        "--overwrite",
+        action="store_true",
         help="delete the study's runs and results and start again "
         "(default: resume)",
     )
     p.add_argument(
-        "--seeds", type=_positive_int, metavar="N",
+        "--seeds",
+        type=_positive_int,
+        metavar="N",
         help="number of seeds the chosen settings are retrained on "
         "(default: the study's)",
     )
     p.add_argument(
-        "--max-trials", type=_positive_int, metavar="N",
+        "--max-trials",
+        type=_positive_int,
+        metavar="N",
         help="search trials per cell at most (default: the study's)",
     )
     p.add_argument(
-        "--worker-timeout", type=_positive_int, metavar="SECONDS",
+        "--worker-timeout",
+        type=_positive_int,
+        metavar="SECONDS",
         default=DEFAULT_WORKER_TIMEOUT_S,
         help=(
             "distributed chief: a trial whose worker has sent no heartbeat "
@@ -221,26 +237,31 @@ def parser():
         ),
     )
     p.add_argument(
-        "--verbose", action="store_true",
+        "--verbose",
+        action="store_true",
         help="show Keras' per-epoch progress and KerasTuner's trial tables "
         "(default: one line per trial)",
     )
     p.add_argument(
-        "--tensorboard", metavar="DIR",
+        "--tensorboard",
+        metavar="DIR",
         help=(
             "write TensorBoard logs (per-epoch metrics and the HParams of "
             "every search trial and seed rerun) under DIR/<study>/"
         ),
     )
     p.add_argument(
-        "--reproduce", nargs=2, metavar=("ARM", "SEED"),
+        "--reproduce",
+        nargs=2,
+        metavar=("ARM", "SEED"),
         help=(
             "retrain one (arm, seed) of a finished study with its recorded "
             "hyperparameters and print its test accuracy"
         ),
     )
     p.add_argument(
-        "--condition", metavar="NAME",
+        "--condition",
+        metavar="NAME",
         help=(
             "with --reproduce, for a study with a [grid]: the condition of "
             "the run (the `condition` column of trials.csv)"

@@ -40,8 +40,10 @@ def callbacks(root, name, hparams):
         list: a `keras.callbacks.TensorBoard` and an `HParams` callback.
     """
     log_dir = os.path.join(root, name)
-    return [keras.callbacks.TensorBoard(log_dir=log_dir),
-            HParams(log_dir, hparams)]
+    return [
+        keras.callbacks.TensorBoard(log_dir=log_dir),
+        HParams(log_dir, hparams),
+    ]
 
 
 class HParams(keras.callbacks.Callback):
@@ -57,7 +59,8 @@ class HParams(keras.callbacks.Callback):
         super().__init__()
         self.log_dir = log_dir
         self.hparams = {
-            k: v for k, v in hparams.items()
+            k: v
+            for k, v in hparams.items()
             if isinstance(v, (bool, int, float, str))
         }
 

@@ -77,8 +77,18 @@ def diverged(losses, num_classes):
     return losses[-1] > math.log(num_classes)
 
 
-def train(hypermodel, hp, data, epochs, batch_size, seed, test=False,
-          callbacks=(), verbose=0, inspect=None):
+def train(
+    hypermodel,
+    hp,
+    data,
+    epochs,
+    batch_size,
+    seed,
+    test=False,
+    callbacks=(),
+    verbose=0,
+    inspect=None,
+):
     """Builds, seeds and trains one model; evaluates it on test if asked.
 
     Args:
@@ -131,8 +141,7 @@ def train(hypermodel, hp, data, epochs, batch_size, seed, test=False,
         "final_train_accuracy": float(h["accuracy"][-1]),
         "epochs": len(h["loss"]),
         "steps": int(keras.ops.convert_to_numpy(model.optimizer.iterations)),
-        "diverged": diverged([float(v) for v in h["loss"]],
-                             data.num_classes),
+        "diverged": diverged([float(v) for v in h["loss"]], data.num_classes),
         "wall_time_s": wall_time,
         "history": [
             {name: float(h[name][e]) for name in schema.CURVE_COLUMNS[3:]}
@@ -143,13 +152,15 @@ def train(hypermodel, hp, data, epochs, batch_size, seed, test=False,
         test_loss, test_accuracy = model.evaluate(
             data.x_test, data.y_test, batch_size=EVAL_BATCH_SIZE, verbose=0
         )
-        result.update(test_accuracy=float(test_accuracy),
-                      test_loss=float(test_loss))
+        result.update(
+            test_accuracy=float(test_accuracy), test_loss=float(test_loss)
+        )
     return result
 
 
-def train_and_evaluate(study, arm, hp_values, data, seed, inspect=None,
-                       callbacks=(), verbose=0):
+def train_and_evaluate(
+    study, arm, hp_values, data, seed, inspect=None, callbacks=(), verbose=0
+):
     """Trains one arm from scratch with fixed hyperparameters and one seed,
     and evaluates it on test.
 
@@ -172,7 +183,14 @@ def train_and_evaluate(study, arm, hp_values, data, seed, inspect=None,
     hypermodel.declare_hyperparameters(hp)
     hp.values.update(hp_values)
     return train(
-        hypermodel, hp, data, study.fixed["epochs"],
-        study.fixed["batch_size"], seed, test=True, callbacks=callbacks,
-        verbose=verbose, inspect=inspect,
+        hypermodel,
+        hp,
+        data,
+        study.fixed["epochs"],
+        study.fixed["batch_size"],
+        seed,
+        test=True,
+        callbacks=callbacks,
+        verbose=verbose,
+        inspect=inspect,
     )

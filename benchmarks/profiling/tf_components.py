@@ -58,11 +58,11 @@ def conv_components():
     return {
         "conv 32x32x64->64": lambda: conv(x, w),
         "conv + bias": lambda: conv(x, w) + b,
-        "euclidean norm over channels": lambda: (
-            tf.math.reduce_euclidean_norm(x, -1, keepdims=True)
+        "euclidean norm over channels": lambda: tf.math.reduce_euclidean_norm(
+            x, -1, keepdims=True
         ),
-        "square + sum over channels": lambda: (
-            tf.reduce_sum(tf.square(x), -1, keepdims=True)
+        "square + sum over channels": lambda: tf.reduce_sum(
+            tf.square(x), -1, keepdims=True
         ),
         "single-channel 3x3 conv": lambda: conv(sq, ones),
         "multiply by (b,h,w,1)": lambda: x * s,
@@ -82,14 +82,14 @@ def dense_components():
     y = tf.random.normal((256, 3072))
     return {
         "matmul x @ W": lambda: tf.matmul(x, w),
-        "matmul g @ W^T (input grad)": lambda: (
-            tf.matmul(g, w, transpose_b=True)
+        "matmul g @ W^T (input grad)": lambda: tf.matmul(
+            g, w, transpose_b=True
         ),
-        "matmul x^T @ g (kernel grad)": lambda: (
-            tf.matmul(x, g, transpose_a=True)
+        "matmul x^T @ g (kernel grad)": lambda: tf.matmul(
+            x, g, transpose_a=True
         ),
-        "euclidean norm of x": lambda: (
-            tf.math.reduce_euclidean_norm(x, -1, keepdims=True)
+        "euclidean norm of x": lambda: tf.math.reduce_euclidean_norm(
+            x, -1, keepdims=True
         ),
         "x * (2u)": lambda: x * (2.0 * u),
         "add two (256, 3072)": lambda: x + y,
@@ -101,12 +101,17 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=30)
     args = parser.parse_args(argv)
-    for title, components in (("conv", conv_components()),
-                              ("dense", dense_components())):
+    for title, components in (
+        ("conv", conv_components()),
+        ("dense", dense_components()),
+    ):
         print(title)
         for name, fn in components.items():
-            print(f"  {name:32s} {median_ms(tf.function(fn), args.calls):7.3f}"
-                  " ms", flush=True)
+            print(
+                f"  {name:32s} {median_ms(tf.function(fn), args.calls):7.3f}"
+                " ms",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

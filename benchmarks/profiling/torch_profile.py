@@ -17,10 +17,10 @@ sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
 
 import keras  # noqa: E402
+import layer_overhead as lo  # noqa: E402
 from torch.profiler import ProfilerActivity  # noqa: E402
 from torch.profiler import profile  # noqa: E402
 
-import layer_overhead as lo  # noqa: E402
 from keras_affine_div import layers as kad  # noqa: E402
 
 
@@ -41,10 +41,13 @@ def main(argv=None):
             for _ in range(args.steps):
                 model.train_on_batch(x, y)
         print(f"===== {candidate}, {args.steps} steps")
-        print(prof.key_averages().table(
-            sort_by="self_cpu_time_total", row_limit=14,
-            max_name_column_width=40,
-        ))
+        print(
+            prof.key_averages().table(
+                sort_by="self_cpu_time_total",
+                row_limit=14,
+                max_name_column_width=40,
+            )
+        )
 
 
 if __name__ == "__main__":

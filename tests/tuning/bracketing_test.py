@@ -41,16 +41,19 @@ class Synthetic:
             score = 0.5
         else:
             score = 0.5 + 0.05 * x + 0.0005 * math.sin(997 * x)
-        diverged = (self.diverges_above is not None
-                    and learning_rate > self.diverges_above)
+        diverged = (
+            self.diverges_above is not None
+            and learning_rate > self.diverges_above
+        )
         return score, diverged
 
 
 PEAKS = {
     "below_window": Synthetic("bump", peak=5e-5),
     "above_window": Synthetic("bump", peak=5.0),
-    "inside_next_to_divergence": Synthetic("bump", peak=0.2,
-                                           diverges_above=DIVERGES_ABOVE),
+    "inside_next_to_divergence": Synthetic(
+        "bump", peak=0.2, diverges_above=DIVERGES_ABOVE
+    ),
 }
 CLIFF = Synthetic("bump", peak=3.0, diverges_above=DIVERGES_ABOVE)
 FLAT = Synthetic("flat")
@@ -90,8 +93,9 @@ def ok(*rates_and_scores):
 def test_initial_grid_half_decades():
     grid = bracketing.initial_grid(1e-3, 1.0)
     assert grid[0] == 1e-3
-    assert grid == pytest.approx([10 ** (-3 + k / 2) for k in range(7)],
-                                 rel=1e-12)
+    assert grid == pytest.approx(
+        [10 ** (-3 + k / 2) for k in range(7)], rel=1e-12
+    )
 
 
 @pytest.mark.parametrize(
@@ -114,19 +118,34 @@ def test_initial_grid(low, high, step, expected):
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        ({"step": 0}, r"argument `step`. Expected a positive number. "
-                      r"Received: step=0"),
+        (
+            {"step": 0},
+            r"argument `step`. Expected a positive number. "
+            r"Received: step=0",
+        ),
         ({"step": -0.5}, r"Received: step=-0.5"),
-        ({"low": 0.0}, r"argument `low`. Expected a positive number. "
-                       r"Received: low=0.0"),
+        (
+            {"low": 0.0},
+            r"argument `low`. Expected a positive number. "
+            r"Received: low=0.0",
+        ),
         ({"high": math.inf}, r"Expected a finite number. Received: high=inf"),
         ({"low": math.nan}, r"Received: low=nan"),
-        ({"low": 1.0, "high": 0.1},
-         r"Expected `low < high`. Received: low=1.0, high=0.1"),
+        (
+            {"low": 1.0, "high": 0.1},
+            r"Expected `low < high`. Received: low=1.0, high=0.1",
+        ),
         ({"low": 0.1, "high": 0.1}, r"Received: low=0.1, high=0.1"),
     ],
-    ids=["step_zero", "step_negative", "low_zero", "high_inf", "low_nan",
-         "low_above_high", "low_equals_high"],
+    ids=[
+        "step_zero",
+        "step_negative",
+        "low_zero",
+        "high_inf",
+        "low_nan",
+        "low_above_high",
+        "low_equals_high",
+    ],
 )
 def test_initial_grid_invalid_arguments(kwargs, match):
     kwargs = {"low": LOW, "high": HIGH, **kwargs}
@@ -139,18 +158,23 @@ def test_initial_grid_invalid_arguments(kwargs, match):
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        ({"limits": (1e-2, 100.0)},
-         r"Expected `limits\[0\] <= low < high <= limits\[1\]`. Received: "
-         r"limits=\(0.01, 100.0\), low=0.001, high=1.0"),
+        (
+            {"limits": (1e-2, 100.0)},
+            r"Expected `limits\[0\] <= low < high <= limits\[1\]`. Received: "
+            r"limits=\(0.01, 100.0\), low=0.001, high=1.0",
+        ),
         ({"limits": (1e-6, 0.5)}, r"Received: limits=\(1e-06, 0.5\)"),
-        ({"limits": (0.0, 100.0)},
-         r"argument `limits`. Expected a positive number. Received: "
-         r"limits=\(0.0, 100.0\)"),
-        ({"min_factor": 1.0},
-         r"Expected a finite number greater than 1. Received: min_factor=1.0"),
+        (
+            {"limits": (0.0, 100.0)},
+            r"argument `limits`. Expected a positive number. Received: "
+            r"limits=\(0.0, 100.0\)",
+        ),
+        (
+            {"min_factor": 1.0},
+            r"Expected a finite number greater than 1. Received: min_factor=1.0",
+        ),
     ],
-    ids=["limit_above_low", "limit_below_high", "limit_zero",
-         "min_factor_one"],
+    ids=["limit_above_low", "limit_below_high", "limit_zero", "min_factor_one"],
 )
 def test_next_action_invalid_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -160,16 +184,27 @@ def test_next_action_invalid_arguments(kwargs, match):
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        ({"step": "0.5"}, r"invalid type for argument `step`. Expected a "
-                          r"positive number. Received: step='0.5'"),
+        (
+            {"step": "0.5"},
+            r"invalid type for argument `step`. Expected a "
+            r"positive number. Received: step='0.5'",
+        ),
         ({"low": True}, r"Received: low=True"),
-        ({"limits": 100.0}, r"Expected a pair `\(min, max\)`. Received: "
-                            r"limits=100.0"),
+        (
+            {"limits": 100.0},
+            r"Expected a pair `\(min, max\)`. Received: "
+            r"limits=100.0",
+        ),
         ({"limits": (1e-6, 1.0, 100.0)}, r"Received: limits=\(1e-06"),
         ({"min_factor": None}, r"Received: min_factor=None"),
     ],
-    ids=["step_str", "low_bool", "limits_number", "limits_triple",
-         "min_factor_none"],
+    ids=[
+        "step_str",
+        "low_bool",
+        "limits_number",
+        "limits_triple",
+        "min_factor_none",
+    ],
 )
 def test_next_action_invalid_types(kwargs, match):
     kwargs = {"low": LOW, "high": HIGH, **kwargs}
@@ -178,29 +213,52 @@ def test_next_action_invalid_types(kwargs, match):
 
 
 def test_next_action_rejects_non_points():
-    with pytest.raises(TypeError, match=r"Expected `Point` instances. "
-                                        r"Received: points\[1\]=0.1"):
+    with pytest.raises(
+        TypeError,
+        match=r"Expected `Point` instances. "
+        r"Received: points\[1\]=0.1",
+    ):
         bracketing.next_action([Point(0.01, "pending"), 0.1], LOW, HIGH)
 
 
 @pytest.mark.parametrize(
     "kwargs, error, match",
     [
-        ({"learning_rate": 0.0, "status": "failed"}, ValueError,
-         r"Expected a positive number. Received: learning_rate=0.0"),
-        ({"learning_rate": 0.1, "status": "done"}, ValueError,
-         r"Expected one of \('ok', 'diverged', 'failed', 'pending'\). "
-         r"Received: status='done'"),
-        ({"learning_rate": 0.1, "status": "ok"}, ValueError,
-         r"Expected a finite number for a point with status 'ok'. "
-         r"Received: score=None, learning_rate=0.1"),
-        ({"learning_rate": 0.1, "status": "ok", "score": math.nan},
-         ValueError, r"Received: score=nan"),
-        ({"learning_rate": "0.1", "status": "ok", "score": 1.0}, TypeError,
-         r"Received: learning_rate='0.1'"),
+        (
+            {"learning_rate": 0.0, "status": "failed"},
+            ValueError,
+            r"Expected a positive number. Received: learning_rate=0.0",
+        ),
+        (
+            {"learning_rate": 0.1, "status": "done"},
+            ValueError,
+            r"Expected one of \('ok', 'diverged', 'failed', 'pending'\). "
+            r"Received: status='done'",
+        ),
+        (
+            {"learning_rate": 0.1, "status": "ok"},
+            ValueError,
+            r"Expected a finite number for a point with status 'ok'. "
+            r"Received: score=None, learning_rate=0.1",
+        ),
+        (
+            {"learning_rate": 0.1, "status": "ok", "score": math.nan},
+            ValueError,
+            r"Received: score=nan",
+        ),
+        (
+            {"learning_rate": "0.1", "status": "ok", "score": 1.0},
+            TypeError,
+            r"Received: learning_rate='0.1'",
+        ),
     ],
-    ids=["rate_zero", "unknown_status", "ok_without_score", "ok_nan_score",
-         "rate_str"],
+    ids=[
+        "rate_zero",
+        "unknown_status",
+        "ok_without_score",
+        "ok_nan_score",
+        "rate_str",
+    ],
 )
 def test_point_invalid(kwargs, error, match):
     with pytest.raises(error, match=match):
@@ -208,8 +266,11 @@ def test_point_invalid(kwargs, error, match):
 
 
 def test_action_invalid_kind():
-    with pytest.raises(ValueError, match=r"Expected one of \('try', 'wait', "
-                                         r"'stop'\). Received: kind='go'"):
+    with pytest.raises(
+        ValueError,
+        match=r"Expected one of \('try', 'wait', "
+        r"'stop'\). Received: kind='go'",
+    ):
         Action("go")
 
 
@@ -228,8 +289,10 @@ def test_grid_first_in_ascending_order_even_while_pending():
 
 
 def test_waits_for_pending_points_after_the_grid():
-    points = [evaluate(PEAKS["inside_next_to_divergence"], lr)
-              for lr in bracketing.initial_grid(LOW, HIGH)]
+    points = [
+        evaluate(PEAKS["inside_next_to_divergence"], lr)
+        for lr in bracketing.initial_grid(LOW, HIGH)
+    ]
     points.append(Point(0.05, "pending"))
     assert bracketing.next_action(points, LOW, HIGH) == Action("wait")
 
@@ -244,8 +307,9 @@ def test_no_ok_point_extends_downwards_then_stops_at_the_limit():
     action = bracketing.next_action(points, 0.1, 1.0, limits=(0.05, 1.0))
     assert action.learning_rate == pytest.approx(0.05)
     points.append(Point(0.05, "failed"))
-    assert bracketing.next_action(points, 0.1, 1.0, limits=(0.05, 1.0)) \
-        == Action("stop", bracketed=False)
+    assert bracketing.next_action(
+        points, 0.1, 1.0, limits=(0.05, 1.0)
+    ) == Action("stop", bracketed=False)
 
 
 def test_far_neighbour_halves_the_distance():
@@ -280,31 +344,34 @@ def test_close_bad_neighbour_takes_the_midpoint_down_to_min_factor(status):
         "try", learning_rate=pytest.approx(2**0.5)
     )
     points.append(Point(2**0.5, status))
-    assert bracketing.next_action(points, **settings).learning_rate \
-        == pytest.approx(2**0.25)
+    assert bracketing.next_action(
+        points, **settings
+    ).learning_rate == pytest.approx(2**0.25)
     # A ratio of exactly min_factor ** 2 is still split...
     points.append(Point(2**0.25, status))
-    assert bracketing.next_action(points, **settings).learning_rate \
-        == pytest.approx(2**0.125)
+    assert bracketing.next_action(
+        points, **settings
+    ).learning_rate == pytest.approx(2**0.125)
     # ... but not a narrower one: the best sits against a cliff.
     points.append(Point(2**0.125, status))
     assert bracketing.next_action(points, **settings) == Action(
         "stop", bracketed=False
     )
     # A coarser min_factor stops earlier.
-    assert bracketing.next_action(points[:6], **settings,
-                                  min_factor=2**0.5) == Action(
-        "stop", bracketed=False
-    )
+    assert bracketing.next_action(
+        points[:6], **settings, min_factor=2**0.5
+    ) == Action("stop", bracketed=False)
 
 
 def test_best_at_a_limit_stops_unbracketed():
     points = ok((0.1, 0.5), (10**-0.5, 0.6), (0.5, 0.7), (1.0, 0.9))
-    assert bracketing.next_action(points, 0.1, 1.0, limits=(1e-3, 1.0)) \
-        == Action("stop", bracketed=False)
+    assert bracketing.next_action(
+        points, 0.1, 1.0, limits=(1e-3, 1.0)
+    ) == Action("stop", bracketed=False)
     points = ok((0.1, 0.9), (0.2, 0.7), (10**-0.5, 0.6), (1.0, 0.5))
-    assert bracketing.next_action(points, 0.1, 1.0, limits=(0.1, 10.0)) \
-        == Action("stop", bracketed=False)
+    assert bracketing.next_action(
+        points, 0.1, 1.0, limits=(0.1, 10.0)
+    ) == Action("stop", bracketed=False)
 
 
 def test_missing_side_extends_by_one_step_clamped():
@@ -321,8 +388,9 @@ def test_order_of_points_does_not_matter():
     for n in range(len(points)):
         shuffled = points[:n]
         rng.shuffle(shuffled)
-        assert bracketing.next_action(shuffled, LOW, HIGH) \
-            == bracketing.next_action(points[:n], LOW, HIGH)
+        assert bracketing.next_action(
+            shuffled, LOW, HIGH
+        ) == bracketing.next_action(points[:n], LOW, HIGH)
 
 
 # `summarize`.
@@ -330,7 +398,10 @@ def test_order_of_points_does_not_matter():
 
 def test_summarize():
     assert bracketing.summarize([]) == {
-        "chosen": None, "score": None, "below": None, "above": None,
+        "chosen": None,
+        "score": None,
+        "below": None,
+        "above": None,
         "bracketed": False,
     }
     assert bracketing.summarize([Point(0.1, "diverged")])["chosen"] is None
@@ -338,8 +409,13 @@ def test_summarize():
         ok((0.05, 0.5), (0.1, 0.8), (0.2, 0.8), (0.3, 0.1))
     )
     # Ties go to the lower rate.
-    assert summary == {"chosen": 0.1, "score": 0.8, "below": 2.0,
-                       "above": 2.0, "bracketed": True}
+    assert summary == {
+        "chosen": 0.1,
+        "score": 0.8,
+        "below": 2.0,
+        "above": 2.0,
+        "bracketed": True,
+    }
 
 
 def test_summarize_needs_ok_neighbours_on_both_sides_within_two():
@@ -377,8 +453,11 @@ def test_search_brackets_the_peak(name):
 def test_search_never_chooses_a_diverging_rate():
     points, action = run_search(CLIFF)
     assert action == Action("stop", bracketed=False)
-    assert all(p.status == "diverged" for p in points
-               if p.learning_rate > DIVERGES_ABOVE)
+    assert all(
+        p.status == "diverged"
+        for p in points
+        if p.learning_rate > DIVERGES_ABOVE
+    )
     summary = bracketing.summarize(points)
     assert summary["chosen"] <= DIVERGES_ABOVE
     # It got as close to the cliff as `min_factor` allows.
@@ -386,9 +465,11 @@ def test_search_never_chooses_a_diverging_rate():
     assert not summary["bracketed"]
 
 
-@pytest.mark.parametrize("objective, edge", [(FLAT, LIMIT_LOW),
-                                             (RISING, LIMIT_HIGH)],
-                         ids=["flat", "rising"])
+@pytest.mark.parametrize(
+    "objective, edge",
+    [(FLAT, LIMIT_LOW), (RISING, LIMIT_HIGH)],
+    ids=["flat", "rising"],
+)
 def test_search_without_a_peak_stops_unbracketed(objective, edge):
     points, action = run_search(objective)
     assert action == Action("stop", bracketed=False)
@@ -410,8 +491,12 @@ def test_search_is_deterministic():
 
 
 def make_oracle(tmp_path, **kwargs):
-    kwargs = {"objective": "val_accuracy", "max_trials": MAX_TRIALS,
-              "wait_s": 0, **kwargs}
+    kwargs = {
+        "objective": "val_accuracy",
+        "max_trials": MAX_TRIALS,
+        "wait_s": 0,
+        **kwargs,
+    }
     oracle = oracles.BracketOracle(**kwargs)
     # What `keras_tuner.Tuner` does to its oracle on construction.
     oracle._set_project_dir(str(tmp_path), "oracle")
@@ -421,9 +506,10 @@ def make_oracle(tmp_path, **kwargs):
 
 def report(oracle, trial, objective):
     score, diverged = objective(trial.hyperparameters.get("learning_rate"))
-    oracle.update_trial(trial.trial_id, {"val_accuracy": score,
-                                         oracles.DIVERGED_METRIC:
-                                         float(diverged)})
+    oracle.update_trial(
+        trial.trial_id,
+        {"val_accuracy": score, oracles.DIVERGED_METRIC: float(diverged)},
+    )
     trial.status = "COMPLETED"
     oracle.end_trial(trial)
 
@@ -442,8 +528,7 @@ def drive(oracle, objective):
 
 @pytest.mark.parametrize("name", [*PEAKS, "cliff", "flat", "rising"])
 def test_oracle_follows_the_algorithm(tmp_path, name):
-    objective = {**PEAKS, "cliff": CLIFF, "flat": FLAT, "rising": RISING}[
-        name]
+    objective = {**PEAKS, "cliff": CLIFF, "flat": FLAT, "rising": RISING}[name]
     oracle = make_oracle(tmp_path)
     rates = drive(oracle, objective)
     points, _ = run_search(objective)
@@ -467,15 +552,17 @@ def test_oracle_best_trials_skip_diverged_and_tie_to_lower_rate(tmp_path):
     for _ in scores:
         report(oracle, oracle.create_trial("tuner0"), objective)
     best = oracle.get_best_trials(3)
-    assert [t.hyperparameters.get("learning_rate") for t in best] \
-        == pytest.approx([0.1, 10**-0.5])
+    assert [
+        t.hyperparameters.get("learning_rate") for t in best
+    ] == pytest.approx([0.1, 10**-0.5])
     assert [p.status for p in oracle.points()] == ["ok", "ok", "diverged"]
     assert oracle.summary()["chosen"] == 0.1
 
 
 def test_oracle_minimised_objective(tmp_path):
     oracle = make_oracle(
-        tmp_path, objective=keras_tuner.Objective("val_loss", "min"),
+        tmp_path,
+        objective=keras_tuner.Objective("val_loss", "min"),
         learning_rate=(0.1, 1.0),
     )
     for loss in (0.3, 0.2, 0.4):
@@ -530,32 +617,59 @@ def test_oracle_rejects_a_narrower_declared_range(tmp_path):
     hps = keras_tuner.HyperParameters()
     hps.Float("learning_rate", 1e-4, 1.0, sampling="log")
     oracle = make_oracle(tmp_path, hyperparameters=hps)
-    with pytest.raises(ValueError, match=r"declare `learning_rate` as a "
-                                         r"`Float` over at least "
-                                         r"`learning_rate_limits`"):
+    with pytest.raises(
+        ValueError,
+        match=r"declare `learning_rate` as a "
+        r"`Float` over at least "
+        r"`learning_rate_limits`",
+    ):
         oracle.populate_space("0")
 
 
 @pytest.mark.parametrize(
     "kwargs, error, match",
     [
-        ({"learning_rate": (1.0, 0.1)}, ValueError,
-         r"Expected `learning_rate\[0\] < learning_rate\[1\]`. Received: "
-         r"learning_rate\[0\]=1.0, learning_rate\[1\]=0.1"),
-        ({"learning_rate": 0.1}, TypeError,
-         r"Expected a pair `\(low, high\)`. Received: learning_rate=0.1"),
-        ({"lr_step": 0}, ValueError,
-         r"argument `lr_step`. Expected a positive number. "
-         r"Received: lr_step=0"),
-        ({"learning_rate_limits": (1e-2, 100.0)}, ValueError,
-         r"Received: learning_rate_limits=\(0.01, 100.0\)"),
-        ({"hyperparameter": ""}, ValueError,
-         r"Expected a non-empty string. Received: hyperparameter=''"),
-        ({"wait_s": -1}, ValueError,
-         r"Expected a non-negative number. Received: wait_s=-1"),
+        (
+            {"learning_rate": (1.0, 0.1)},
+            ValueError,
+            r"Expected `learning_rate\[0\] < learning_rate\[1\]`. Received: "
+            r"learning_rate\[0\]=1.0, learning_rate\[1\]=0.1",
+        ),
+        (
+            {"learning_rate": 0.1},
+            TypeError,
+            r"Expected a pair `\(low, high\)`. Received: learning_rate=0.1",
+        ),
+        (
+            {"lr_step": 0},
+            ValueError,
+            r"argument `lr_step`. Expected a positive number. "
+            r"Received: lr_step=0",
+        ),
+        (
+            {"learning_rate_limits": (1e-2, 100.0)},
+            ValueError,
+            r"Received: learning_rate_limits=\(0.01, 100.0\)",
+        ),
+        (
+            {"hyperparameter": ""},
+            ValueError,
+            r"Expected a non-empty string. Received: hyperparameter=''",
+        ),
+        (
+            {"wait_s": -1},
+            ValueError,
+            r"Expected a non-negative number. Received: wait_s=-1",
+        ),
     ],
-    ids=["low_above_high", "not_a_pair", "step_zero", "limits_above_low",
-         "empty_name", "negative_wait"],
+    ids=[
+        "low_above_high",
+        "not_a_pair",
+        "step_zero",
+        "limits_above_low",
+        "empty_name",
+        "negative_wait",
+    ],
 )
 def test_oracle_invalid_arguments(kwargs, error, match):
     with pytest.raises(error, match=match):
@@ -566,11 +680,13 @@ def test_oracle_invalid_arguments(kwargs, error, match):
 
 
 def build_model(hp):
-    learning_rate = hp.Float("learning_rate", LIMIT_LOW, LIMIT_HIGH,
-                             sampling="log")
+    learning_rate = hp.Float(
+        "learning_rate", LIMIT_LOW, LIMIT_HIGH, sampling="log"
+    )
     model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
-    model.compile(optimizer=keras.optimizers.SGD(learning_rate=learning_rate),
-                  loss="mse")
+    model.compile(
+        optimizer=keras.optimizers.SGD(learning_rate=learning_rate), loss="mse"
+    )
     return model
 
 
@@ -585,21 +701,29 @@ class SyntheticTuner(keras_tuner.Tuner):
     def run_trial(self, trial, *args, **kwargs):
         hp = trial.hyperparameters
         model = self.hypermodel.build(hp)
-        self.rates_run.append((
-            hp.get("learning_rate"),
-            float(keras.ops.convert_to_numpy(model.optimizer.learning_rate)),
-        ))
+        self.rates_run.append(
+            (
+                hp.get("learning_rate"),
+                float(
+                    keras.ops.convert_to_numpy(model.optimizer.learning_rate)
+                ),
+            )
+        )
         score, diverged = self.objective_fn(hp.get("learning_rate"))
-        return {"val_accuracy": score,
-                oracles.DIVERGED_METRIC: float(diverged)}
+        return {"val_accuracy": score, oracles.DIVERGED_METRIC: float(diverged)}
 
 
-def make_tuner(directory, max_trials, overwrite,
-               objective=PEAKS["inside_next_to_divergence"]):
+def make_tuner(
+    directory,
+    max_trials,
+    overwrite,
+    objective=PEAKS["inside_next_to_divergence"],
+):
     return SyntheticTuner(
         objective_fn=objective,
-        oracle=oracles.BracketOracle(objective="val_accuracy",
-                                     max_trials=max_trials, wait_s=0),
+        oracle=oracles.BracketOracle(
+            objective="val_accuracy", max_trials=max_trials, wait_s=0
+        ),
         hypermodel=build_model,
         directory=str(directory),
         project_name="lr",
@@ -609,8 +733,11 @@ def make_tuner(directory, max_trials, overwrite,
 
 @pytest.fixture
 def no_distribution(monkeypatch):
-    for name in ("KERASTUNER_TUNER_ID", "KERASTUNER_ORACLE_IP",
-                 "KERASTUNER_ORACLE_PORT"):
+    for name in (
+        "KERASTUNER_TUNER_ID",
+        "KERASTUNER_ORACLE_IP",
+        "KERASTUNER_ORACLE_PORT",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 

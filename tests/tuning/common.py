@@ -9,8 +9,16 @@ import numpy as np
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 CLASSES = (
-    "airplane", "automobile", "bird", "cat", "deer",
-    "dog", "frog", "horse", "ship", "truck",
+    "airplane",
+    "automobile",
+    "bird",
+    "cat",
+    "deer",
+    "dog",
+    "frog",
+    "horse",
+    "ship",
+    "truck",
 )
 
 TINY_STUDY = """
@@ -93,16 +101,20 @@ kernel_scale = 0.5
 }
 
 
-def write_study(path, max_trials=2, train_samples=40, epochs=1, grid=None,
-                tuner="random"):
+def write_study(
+    path, max_trials=2, train_samples=40, epochs=1, grid=None, tuner="random"
+):
     """Writes the tiny study to `path` (a `.toml` file) and returns it.
 
     `grid`, a str, is appended as the body of a `[grid]` table; `tuner` is
     `"random"` or `"bracket"` (whose cosine schedule needs `epochs >= 2`).
     """
     text = TINY_STUDY.format(
-        max_trials=max_trials, train_samples=train_samples, epochs=epochs,
-        search=SEARCHES[tuner], fixed=FIXED[tuner],
+        max_trials=max_trials,
+        train_samples=train_samples,
+        epochs=epochs,
+        search=SEARCHES[tuner],
+        fixed=FIXED[tuner],
     )
     if grid is not None:
         text += f"\n[grid]\n{grid}\n"
@@ -122,8 +134,11 @@ def sweep_env(tmp_path, **extra):
         PYTHONUNBUFFERED="1",
     )
     env.pop("KERAS_AFFINE_DIV_CIFAR10_DIR", None)
-    for name in ("KERASTUNER_TUNER_ID", "KERASTUNER_ORACLE_IP",
-                 "KERASTUNER_ORACLE_PORT"):
+    for name in (
+        "KERASTUNER_TUNER_ID",
+        "KERASTUNER_ORACLE_IP",
+        "KERASTUNER_ORACLE_PORT",
+    ):
         env.pop(name, None)
     env.update(extra)
     return env

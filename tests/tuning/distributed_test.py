@@ -56,8 +56,10 @@ def _wait_for(log, text, procs, timeout=300):
         if any(p.poll() is not None for p in procs):
             break
         time.sleep(0.05)
-    pytest.fail(f"{text!r} never appeared in {log}:\n"
-                + (log.read_text() if log.exists() else ""))
+    pytest.fail(
+        f"{text!r} never appeared in {log}:\n"
+        + (log.read_text() if log.exists() else "")
+    )
 
 
 @pytest.mark.slow
@@ -65,14 +67,25 @@ def _wait_for(log, text, procs, timeout=300):
 def test_chief_and_two_workers_survive_a_killed_worker(tmp_path):
     data_dir = common.write_image_folder(tmp_path / "cifar10")
     # The bracketing search: its initial grid of 3 rates is the budget.
-    study = common.write_study(tmp_path / "tiny.toml", max_trials=3,
-                               epochs=2, tuner="bracket")
-    args = (study, "--data-dir", data_dir, "--results-dir",
-            tmp_path / "results", "--runs-dir", tmp_path / "runs",
-            "--worker-timeout", "20")
+    study = common.write_study(
+        tmp_path / "tiny.toml", max_trials=3, epochs=2, tuner="bracket"
+    )
+    args = (
+        study,
+        "--data-dir",
+        data_dir,
+        "--results-dir",
+        tmp_path / "results",
+        "--runs-dir",
+        tmp_path / "runs",
+        "--worker-timeout",
+        "20",
+    )
     port = _free_port_pair()
-    logs = {name: tmp_path / f"{name}.log"
-            for name in ("chief", "worker0", "worker1")}
+    logs = {
+        name: tmp_path / f"{name}.log"
+        for name in ("chief", "worker0", "worker1")
+    }
     procs = {}
     try:
         procs["chief"] = _start(tmp_path, args, "chief", port, logs["chief"])
@@ -123,6 +136,7 @@ def test_chief_and_two_workers_survive_a_killed_worker(tmp_path):
     # Only the chief writes results; the workers ran every trial.
     assert "started" not in chief and "[seeds]" in chief
     done = survivor.count("of 3 done") + logs["worker0"].read_text().count(
-        "of 3 done")
+        "of 3 done"
+    )
     assert done == 6
     assert not os.path.exists(tmp_path / "results" / "tiny-quick")

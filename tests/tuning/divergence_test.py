@@ -11,10 +11,19 @@ from tuning import records
 @pytest.mark.requires_backend("tensorflow")
 def test_divergence_of_the_smoke_study(tmp_path):
     data_dir = common.write_image_folder(tmp_path / "cifar10")
-    shutil.copytree(records.REPO_ROOT + "/tuning/results/smoke",
-                    tmp_path / "results" / "smoke")
-    status = divergence.main(["smoke", "--data-dir", data_dir,
-                              "--results-dir", str(tmp_path / "results")])
+    shutil.copytree(
+        records.REPO_ROOT + "/tuning/results/smoke",
+        tmp_path / "results" / "smoke",
+    )
+    status = divergence.main(
+        [
+            "smoke",
+            "--data-dir",
+            data_dir,
+            "--results-dir",
+            str(tmp_path / "results"),
+        ]
+    )
     assert status == 0
     out = tmp_path / "results" / "smoke"
     rows = records.read_csv(out / "divergence.csv")
@@ -31,6 +40,5 @@ def test_divergence_of_the_smoke_study(tmp_path):
 def test_divergence_needs_a_finished_mlp_study(tmp_path, capsys):
     assert divergence.main(["smoke", "--results-dir", str(tmp_path)]) == 2
     assert "Expected a finished study" in capsys.readouterr().err
-    assert divergence.main(["cifar10-cnn", "--results-dir",
-                            str(tmp_path)]) == 2
+    assert divergence.main(["cifar10-cnn", "--results-dir", str(tmp_path)]) == 2
     assert "Expected an MLP study" in capsys.readouterr().err

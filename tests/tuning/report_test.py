@@ -8,64 +8,117 @@ from tuning import report
 from tuning import statistics
 
 CELL_KEYS = {
-    "condition", "arm", "comparator", "diff", "low", "high",
-    "p_non_inferior", "p_superior", "p_inferior", "detectable", "verdict",
+    "condition",
+    "arm",
+    "comparator",
+    "diff",
+    "low",
+    "high",
+    "p_non_inferior",
+    "p_superior",
+    "p_inferior",
+    "detectable",
+    "verdict",
 }
 # Per-seed offsets: every arm has the same spread.
 NOISE = (-0.004, 0.0, 0.004)
 
 
-def _row(arm, seed, acc, condition=None, batch_size=64, depth=None,
-         below="2.0", above="1.5", steps="100", v2=True):
-    row = {"study": "s", "arm": arm, "seed": str(seed),
-           "test_accuracy": repr(acc), "learning_rate": "0.01",
-           "optimizer": "sgd", "kernel_scale": "", "epochs": "2",
-           "train_samples": "1000", "batch_size": str(batch_size),
-           "dataset_label": "CIFAR-10 (JPEG copy)", "backend": "jax"}
+def _row(
+    arm,
+    seed,
+    acc,
+    condition=None,
+    batch_size=64,
+    depth=None,
+    below="2.0",
+    above="1.5",
+    steps="100",
+    v2=True,
+):
+    row = {
+        "study": "s",
+        "arm": arm,
+        "seed": str(seed),
+        "test_accuracy": repr(acc),
+        "learning_rate": "0.01",
+        "optimizer": "sgd",
+        "kernel_scale": "",
+        "epochs": "2",
+        "train_samples": "1000",
+        "batch_size": str(batch_size),
+        "dataset_label": "CIFAR-10 (JPEG copy)",
+        "backend": "jax",
+    }
     if condition is not None:
         row["condition"] = condition
     if depth is not None:
         row["depth"] = str(depth)
     if v2:
         row.update(
-            bracketed=str(bool(below and above)), lr_below_factor=below,
-            lr_above_factor=above, search_trials="6", steps=steps,
-            schedule="cosine", diverged="False", tuner="bracket",
+            bracketed=str(bool(below and above)),
+            lr_below_factor=below,
+            lr_above_factor=above,
+            search_trials="6",
+            steps=steps,
+            schedule="cosine",
+            diverged="False",
+            tuner="bracket",
         )
     return row
 
 
 def _cell(arm, mean, **kwargs):
-    return [_row(arm, seed, mean + e, **kwargs)
-            for seed, e in enumerate(NOISE)]
+    return [_row(arm, seed, mean + e, **kwargs) for seed, e in enumerate(NOISE)]
 
 
 def _summary(compare, grid=None):
-    config = {"compare": {"family": "mlp", **compare},
-              "search": {"tuner": "bracket"},
-              "fixed": {"schedule": "cosine"}}
+    config = {
+        "compare": {"family": "mlp", **compare},
+        "search": {"tuner": "bracket"},
+        "fixed": {"schedule": "cosine"},
+    }
     if grid:
         config["grid"] = grid
-    return {"study": "s", "git_commit": "0123456789abcdef",
-            "git_dirty": True, "command": "python -m tuning.sweep s",
-            "wall_time_s": 120, "backend": "jax", "config": config}
+    return {
+        "study": "s",
+        "git_commit": "0123456789abcdef",
+        "git_dirty": True,
+        "command": "python -m tuning.sweep s",
+        "wall_time_s": 120,
+        "backend": "jax",
+        "config": config,
+    }
 
 
-V2_COMPARE = {"arms": ["affine_like", "norm_like", "batch_norm", "dense"],
-              "comparators": ["batch_norm"], "margin": 0.02}
+V2_COMPARE = {
+    "arms": ["affine_like", "norm_like", "batch_norm", "dense"],
+    "comparators": ["batch_norm"],
+    "margin": 0.02,
+}
 
 
 def _v2_runs():
-    return (_cell("affine_like", 0.60) + _cell("norm_like", 0.495, above="")
-            + _cell("batch_norm", 0.50) + _cell("dense", 0.70))
+    return (
+        _cell("affine_like", 0.60)
+        + _cell("norm_like", 0.495, above="")
+        + _cell("batch_norm", 0.50)
+        + _cell("dense", 0.70)
+    )
 
 
 def test_render_v2_without_grid():
     runs = _v2_runs()
-    search = [{"arm": arm, "trial_id": str(i), "learning_rate": "0.01",
-               "diverged": str(i == 0)}
-              for arm in ("affine_like", "norm_like", "batch_norm", "dense")
-              for i in range(6)]
+    search = [
+        {
+            "arm": arm,
+            "trial_id": str(i),
+            "learning_rate": "0.01",
+            "diverged": str(i == 0),
+        }
+        for arm in ("affine_like", "norm_like", "batch_norm", "dense")
+        for i in range(6)
+    ]
     text = report.render(runs, search, _summary(V2_COMPARE))
     assert "Commit: `0123456789` (dirty tree). Wall time: 2.0 min." in text
     assert "`bracket` tuner" in text and "schedule: `cosine`" in text
@@ -75,9 +128,11 @@ def test_render_v2_without_grid():
     assert "Holm–Bonferroni over all 6 p-values" in text
     assert "3 tests for each of 2 comparisons" in text
     # The arm table: every seed, the bracket, search trials and divergence.
-    assert ("| affine_like | 0.6000 ± 0.0040 | 0.5960, 0.6000, 0.6040 "
-            "| 0.01 | sgd | - | 6 (1 diverged) | /2.00 | x1.50 | yes "
-            "| 0/3 |") in text
+    assert (
+        "| affine_like | 0.6000 ± 0.0040 | 0.5960, 0.6000, 0.6040 "
+        "| 0.01 | sgd | - | 6 (1 diverged) | /2.00 | x1.50 | yes "
+        "| 0/3 |"
+    ) in text
     assert "| norm_like | 0.4950 ± 0.0040 |" in text
     assert "| /2.00 | none | no | 0/3 |" in text
     # Tests only against the declared comparator: `dense` is better, but it
@@ -95,52 +150,74 @@ def test_render_v2_without_grid():
 
 
 def test_cell_verdicts_holm_over_the_whole_study():
-    runs = (_cell("affine_like", 0.60, condition="c1")
-            + _cell("batch_norm", 0.50, condition="c1")
-            + _cell("dense", 0.51, condition="c1")
-            + _cell("affine_like", 0.49, condition="c2")
-            + _cell("batch_norm", 0.50, condition="c2")
-            + _cell("affine_like", 0.40, condition="c3")
-            + _cell("batch_norm", 0.50, condition="c3"))
-    compare = {"arms": ["affine_like", "batch_norm", "dense"],
-               "comparators": ["batch_norm", "dense"], "margin": 0.02}
+    runs = (
+        _cell("affine_like", 0.60, condition="c1")
+        + _cell("batch_norm", 0.50, condition="c1")
+        + _cell("dense", 0.51, condition="c1")
+        + _cell("affine_like", 0.49, condition="c2")
+        + _cell("batch_norm", 0.50, condition="c2")
+        + _cell("affine_like", 0.40, condition="c3")
+        + _cell("batch_norm", 0.50, condition="c3")
+    )
+    compare = {
+        "arms": ["affine_like", "batch_norm", "dense"],
+        "comparators": ["batch_norm", "dense"],
+        "margin": 0.02,
+    }
     cells = report.cell_verdicts(runs, _summary(compare))
     assert [(c["condition"], c["arm"], c["comparator"]) for c in cells] == [
-        ("c1", "affine_like", "batch_norm"), ("c1", "affine_like", "dense"),
+        ("c1", "affine_like", "batch_norm"),
+        ("c1", "affine_like", "dense"),
         ("c2", "affine_like", "batch_norm"),
         ("c3", "affine_like", "batch_norm"),
     ]
     assert all(set(c) == CELL_KEYS for c in cells)
     raw = []
     for c in cells:
-        a = [float(r["test_accuracy"]) for r in runs
-             if (r["condition"], r["arm"]) == (c["condition"], "affine_like")]
-        b = [float(r["test_accuracy"]) for r in runs
-             if (r["condition"], r["arm"]) == (c["condition"],
-                                               c["comparator"])]
-        raw += [statistics.non_inferiority(a, b, 0.02),
-                statistics.superiority(a, b),
-                statistics.inferiority(a, b, 0.02)]
+        a = [
+            float(r["test_accuracy"])
+            for r in runs
+            if (r["condition"], r["arm"]) == (c["condition"], "affine_like")
+        ]
+        b = [
+            float(r["test_accuracy"])
+            for r in runs
+            if (r["condition"], r["arm"]) == (c["condition"], c["comparator"])
+        ]
+        raw += [
+            statistics.non_inferiority(a, b, 0.02),
+            statistics.superiority(a, b),
+            statistics.inferiority(a, b, 0.02),
+        ]
         w = statistics.welch(a, b)
         assert c["diff"] == pytest.approx(w["diff"])
         assert (c["low"], c["high"]) == pytest.approx((w["low"], w["high"]))
         assert c["detectable"] == pytest.approx(
-            statistics.detectable_difference(a, b))
+            statistics.detectable_difference(a, b)
+        )
     # One Holm family of all 12 p-values, not one per condition.
     adjusted = statistics.holm(raw)
-    assert [c[k] for c in cells
-            for k in ("p_non_inferior", "p_superior", "p_inferior")] == (
-        pytest.approx(adjusted))
+    assert [
+        c[k]
+        for c in cells
+        for k in ("p_non_inferior", "p_superior", "p_inferior")
+    ] == (pytest.approx(adjusted))
     # c2 is non-inferior before the adjustment, not after it.
     assert raw[6] < 0.05 < cells[2]["p_non_inferior"]
     assert [c["verdict"] for c in cells] == [
-        "superior", "superior", "inconclusive (could detect >= 0.010)",
-        "inferior"]
+        "superior",
+        "superior",
+        "inconclusive (could detect >= 0.010)",
+        "inferior",
+    ]
 
 
 def test_undefined_tests_are_left_out_of_holm():
-    runs = (_cell("affine_like", 0.60) + _cell("batch_norm", 0.50)
-            + [_row("norm_like", 0, 0.5)])
+    runs = (
+        _cell("affine_like", 0.60)
+        + _cell("batch_norm", 0.50)
+        + [_row("norm_like", 0, 0.5)]
+    )
     compare = dict(V2_COMPARE)
     cells = report.cell_verdicts(runs, _summary(compare))
     one_seed = cells[1]
@@ -156,19 +233,26 @@ def _batch_runs(steps=True):
     for depth in (1, 2):
         for bs, drop in ((32, 0.0), (64, 0.02), (256, 0.05)):
             cond = f"depth-{depth}_batch_size-{bs}"
-            kwargs = dict(condition=cond, batch_size=bs, depth=depth,
-                          steps=str(2 * math.ceil(1000 / bs)) if steps
-                          else "")
+            kwargs = dict(
+                condition=cond,
+                batch_size=bs,
+                depth=depth,
+                steps=str(2 * math.ceil(1000 / bs)) if steps else "",
+            )
             runs += _cell("affine_like", 0.50, **kwargs)
             runs += _cell("batch_norm", 0.55 - drop, **kwargs)
     return runs
 
 
 def test_render_v2_with_batch_size_grid():
-    compare = {"arms": ["affine_like", "batch_norm"],
-               "comparators": ["batch_norm"], "margin": 0.01}
-    summary = _summary(compare, grid={"depth": [1, 2],
-                                      "batch_size": [32, 64, 256]})
+    compare = {
+        "arms": ["affine_like", "batch_norm"],
+        "comparators": ["batch_norm"],
+        "margin": 0.01,
+    }
+    summary = _summary(
+        compare, grid={"depth": [1, 2], "batch_size": [32, 64, 256]}
+    )
     text = report.render(_batch_runs(), [], summary)
     assert "## depth-1_batch_size-32" in text
     assert "Holm–Bonferroni over all 18 p-values" in text
@@ -179,18 +263,26 @@ def test_render_v2_with_batch_size_grid():
     assert "| batch_norm | 256 | 0.01 | /2.00 | x1.50 | 8 | 0.5000 |" in text
     # Ours keeps its accuracy from 32 to 256, batch_norm loses 0.05.
     assert "| comparison | ours 256 - 32 | comparator 256 - 32 |" in text
-    i = statistics.interaction([0.496, 0.5, 0.504], [0.496, 0.5, 0.504],
-                               [0.546, 0.55, 0.554], [0.496, 0.5, 0.504])
-    row = (f"| affine_like - batch_norm | +0.0000 | -0.0500 | +0.0500 "
-           f"| [{i['low']:+.4f}, {i['high']:+.4f}] | {i['p']:.3g} |")
+    i = statistics.interaction(
+        [0.496, 0.5, 0.504],
+        [0.496, 0.5, 0.504],
+        [0.546, 0.55, 0.554],
+        [0.496, 0.5, 0.504],
+    )
+    row = (
+        f"| affine_like - batch_norm | +0.0000 | -0.0500 | +0.0500 "
+        f"| [{i['low']:+.4f}, {i['high']:+.4f}] | {i['p']:.3g} |"
+    )
     assert text.count(row) == 2  # one per depth
     assert "log2" not in text
 
 
 def test_batch_size_steps_without_the_steps_column():
     runs = [r for r in _batch_runs(steps=False) if r["depth"] == "1"]
-    summary = _summary({"arms": ["affine_like", "batch_norm"]},
-                       grid={"batch_size": [32, 64, 256]})
+    summary = _summary(
+        {"arms": ["affine_like", "batch_norm"]},
+        grid={"batch_size": [32, 64, 256]},
+    )
     text = report.render(runs, [], summary)
     # epochs * ceil(train_samples / batch_size) = 2 * ceil(1000 / 32).
     assert "| affine_like | 32 | 0.01 | /2.00 | x1.50 | 64 | 0.5000 |" in text
@@ -198,9 +290,11 @@ def test_batch_size_steps_without_the_steps_column():
 
 
 def test_render_v1_rows():
-    runs = (_cell("dense", 0.52, v2=False) + _cell("affine_like", 0.50,
-                                                   v2=False)
-            + _cell("batch_norm", 0.55, v2=False))
+    runs = (
+        _cell("dense", 0.52, v2=False)
+        + _cell("affine_like", 0.50, v2=False)
+        + _cell("batch_norm", 0.55, v2=False)
+    )
     summary = _summary({"arms": ["dense", "affine_like", "batch_norm"]})
     del summary["config"]["search"], summary["config"]["fixed"]
     summary["git_dirty"] = False
@@ -218,11 +312,13 @@ def test_render_v1_rows():
 
 
 def test_v1_comparators_from_the_rows_without_a_summary():
-    runs = _cell("affine_like", 0.5, v2=False) + _cell("rms_norm", 0.5,
-                                                       v2=False)
+    runs = _cell("affine_like", 0.5, v2=False) + _cell(
+        "rms_norm", 0.5, v2=False
+    )
     cells = report.cell_verdicts(runs, {})
     assert [(c["arm"], c["comparator"]) for c in cells] == [
-        ("affine_like", "rms_norm")]
+        ("affine_like", "rms_norm")
+    ]
     assert "affine_like_head" in report.OUR_ARMS
 
 

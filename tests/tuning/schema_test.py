@@ -10,12 +10,17 @@ from tuning import schema
 from tuning import training
 
 
-def _row(trial_id, lr, acc, status="COMPLETED", diverged="False",
-         loss="1.0"):
-    return {"trial_id": str(trial_id), "learning_rate": repr(lr),
-            "val_accuracy": repr(acc), "status": status,
-            "diverged": diverged, "loss": loss, "optimizer": "sgd",
-            "kernel_scale": ""}
+def _row(trial_id, lr, acc, status="COMPLETED", diverged="False", loss="1.0"):
+    return {
+        "trial_id": str(trial_id),
+        "learning_rate": repr(lr),
+        "val_accuracy": repr(acc),
+        "status": status,
+        "diverged": diverged,
+        "loss": loss,
+        "optimizer": "sgd",
+        "kernel_scale": "",
+    }
 
 
 ROWS = [
@@ -31,18 +36,25 @@ def test_the_bracketing_search_never_chooses_a_diverged_trial():
     chosen = schema.chosen_row(ROWS, "bracket")
     assert chosen["trial_id"] == "1"
     b = schema.bracket(ROWS, chosen)
-    assert b == {"bracketed": True, "lr_below_factor": pytest.approx(2.0),
-                 "lr_above_factor": pytest.approx(2.0)}
-    assert schema.hyperparameters(chosen) == {"learning_rate": 0.1,
-                                              "optimizer": "sgd"}
+    assert b == {
+        "bracketed": True,
+        "lr_below_factor": pytest.approx(2.0),
+        "lr_above_factor": pytest.approx(2.0),
+    }
+    assert schema.hyperparameters(chosen) == {
+        "learning_rate": 0.1,
+        "optimizer": "sgd",
+    }
 
 
 def test_the_random_search_chooses_as_keras_tuner_does():
     # The best completed trial, ties to the earlier one.
     rows = [_row(0, 0.01, 0.3), _row(1, 0.1, 0.4), _row(2, 0.2, 0.4)]
     assert schema.chosen_row(rows, "random")["trial_id"] == "1"
-    assert schema.chosen_row([_row(0, 0.1, 0.3, status="FAILED")],
-                             "random") is None
+    assert (
+        schema.chosen_row([_row(0, 0.1, 0.3, status="FAILED")], "random")
+        is None
+    )
 
 
 def test_unbracketed_and_legacy_rows():
@@ -52,8 +64,10 @@ def test_unbracketed_and_legacy_rows():
     assert b["lr_below_factor"] == pytest.approx(10.0)
     assert b["lr_above_factor"] is None
     # Rows written before divergence was recorded: a non-finite loss.
-    legacy = [dict(_row(0, 0.1, 0.5, loss="nan"), diverged=""),
-              dict(_row(1, 0.01, 0.2), diverged="")]
+    legacy = [
+        dict(_row(0, 0.1, 0.5, loss="nan"), diverged=""),
+        dict(_row(1, 0.01, 0.2), diverged=""),
+    ]
     assert [p.status for p in schema.points(legacy)] == ["diverged", "ok"]
     assert schema.chosen_row(legacy, "bracket")["trial_id"] == "1"
 
@@ -69,17 +83,25 @@ def test_diverged():
 
 def test_distributed_role_ports_and_serving(monkeypatch):
     assert distributed.role({}) is None
-    env = {"KERASTUNER_ORACLE_IP": "127.0.0.1",
-           "KERASTUNER_ORACLE_PORT": "8000", "KERASTUNER_TUNER_ID": "chief"}
+    env = {
+        "KERASTUNER_ORACLE_IP": "127.0.0.1",
+        "KERASTUNER_ORACLE_PORT": "8000",
+        "KERASTUNER_TUNER_ID": "chief",
+    }
     assert distributed.role(env) == "chief"
     assert distributed.role(dict(env, KERASTUNER_TUNER_ID="w1")) == "worker"
-    with pytest.raises(distributed.DistributedError,
-                       match=r"must be a port number. Received: "
-                       r"KERASTUNER_ORACLE_PORT='x'"):
+    with pytest.raises(
+        distributed.DistributedError,
+        match=r"must be a port number. Received: "
+        r"KERASTUNER_ORACLE_PORT='x'",
+    ):
         distributed.role(dict(env, KERASTUNER_ORACLE_PORT="x"))
     assert distributed.base_port(env) == 8000
     assert [distributed.cell_port(8000, i) for i in range(3)] == [
-        8000, 8001, 8002]
+        8000,
+        8001,
+        8002,
+    ]
     monkeypatch.setenv("KERASTUNER_ORACLE_PORT", "8000")
     import os
 

@@ -32,7 +32,8 @@ def test_welch_confidence_sets_the_interval():
     half = stats.t.ppf(0.95, w["df"]) * w["se"]
     assert w["high"] - w["diff"] == pytest.approx(half)
     assert w["high"] - w["low"] < (
-        statistics.welch(A, B)["high"] - statistics.welch(A, B)["low"])
+        statistics.welch(A, B)["high"] - statistics.welch(A, B)["low"]
+    )
 
 
 @pytest.mark.parametrize(
@@ -60,14 +61,16 @@ def test_welch_no_spread_keeps_the_difference():
 def test_one_sided_tests_match_scipy_on_shifted_samples(margin):
     shifted = np.add(A, margin)
     assert statistics.non_inferiority(A, B, margin) == pytest.approx(
-        stats.ttest_ind(shifted, B, equal_var=False,
-                        alternative="greater").pvalue)
+        stats.ttest_ind(
+            shifted, B, equal_var=False, alternative="greater"
+        ).pvalue
+    )
     assert statistics.inferiority(A, B, margin) == pytest.approx(
-        stats.ttest_ind(shifted, B, equal_var=False,
-                        alternative="less").pvalue)
+        stats.ttest_ind(shifted, B, equal_var=False, alternative="less").pvalue
+    )
     assert statistics.superiority(A, B) == pytest.approx(
-        stats.ttest_ind(A, B, equal_var=False,
-                        alternative="greater").pvalue)
+        stats.ttest_ind(A, B, equal_var=False, alternative="greater").pvalue
+    )
 
 
 def test_non_inferiority_and_inferiority_are_complements():
@@ -87,7 +90,8 @@ def test_holm_leaves_nan_out_and_caps_at_one():
     assert math.isnan(adjusted[1])
     # m = 5: 0.005*5, 0.01*4, 0.03*3, 0.04*2, 0.9*1.
     assert [adjusted[i] for i in (0, 2, 3, 4, 5)] == pytest.approx(
-        [0.04, 0.09, 0.09, 0.025, 0.9])
+        [0.04, 0.09, 0.09, 0.025, 0.9]
+    )
     assert statistics.holm([0.5, 0.6]) == pytest.approx([1.0, 1.0])
     assert statistics.holm([]) == []
 
@@ -107,8 +111,9 @@ def test_detectable_difference_hand_case():
     df = 0.25 / 0.085  # (v_a + v_b)**2 / (v_a**2 / 2 + v_b**2 / 2)
     expected = (stats.t.ppf(0.95, df) + stats.t.ppf(0.8, df)) * se
     assert statistics.detectable_difference(a, b) == pytest.approx(expected)
-    assert statistics.detectable_difference(
-        a, b, alpha=0.01, power=0.9) > expected
+    assert (
+        statistics.detectable_difference(a, b, alpha=0.01, power=0.9) > expected
+    )
 
 
 def test_detectable_difference_has_about_the_power_asked():
@@ -121,16 +126,16 @@ def test_detectable_difference_has_about_the_power_asked():
     rng = np.random.default_rng(0)
     a = rng.normal(delta, sigma, size=(4000, n))
     b = rng.normal(0.0, sigma, size=(4000, n))
-    p = stats.ttest_ind(a, b, axis=1, equal_var=False,
-                        alternative="greater").pvalue
+    p = stats.ttest_ind(
+        a, b, axis=1, equal_var=False, alternative="greater"
+    ).pvalue
     assert 0.75 < np.mean(p < 0.05) < 0.85
 
 
 def test_interaction_hand_case():
     ours_small, ours_large = [0.40, 0.42], [0.38, 0.40]
     comp_small, comp_large = [0.45, 0.47], [0.40, 0.44]
-    i = statistics.interaction(ours_small, ours_large, comp_small,
-                               comp_large)
+    i = statistics.interaction(ours_small, ours_large, comp_small, comp_large)
     # (0.39 - 0.41) - (0.42 - 0.46); var/n = 1e-4, 1e-4, 1e-4, 4e-4.
     se = math.sqrt(7e-4)
     df = 4.9e-7 / (3 * 1e-8 + 1.6e-7)
@@ -166,42 +171,65 @@ def test_interaction_undefined_is_nan():
         (0.2, 0.04, 1.0, "non-inferior"),
         (1.0, 1.0, 0.049, "inferior"),
         (0.05, 0.05, 0.05, "inconclusive (could detect >= 0.025)"),
-        (math.nan, math.nan, math.nan,
-         "inconclusive (could detect >= 0.025)"),
+        (math.nan, math.nan, math.nan, "inconclusive (could detect >= 0.025)"),
     ],
     ids=["superior", "non_inferior", "inferior", "inconclusive", "nan"],
 )
 def test_verdict_branches(p_superior, p_non_inferior, p_inferior, expected):
-    assert statistics.verdict(p_superior, p_non_inferior, p_inferior,
-                              0.0251) == expected
+    assert (
+        statistics.verdict(p_superior, p_non_inferior, p_inferior, 0.0251)
+        == expected
+    )
 
 
 def test_verdict_without_detectable_difference():
     assert statistics.verdict(1.0, 1.0, 1.0, math.nan) == (
-        "inconclusive (could detect >= n/a)")
+        "inconclusive (could detect >= n/a)"
+    )
     assert statistics.verdict(0.08, 1.0, 1.0, 0.01, alpha=0.1) == "superior"
 
 
 @pytest.mark.parametrize(
     "call, match",
     [
-        (lambda: statistics.welch(A, B, confidence=1.0),
-         r"`confidence`.*Received: confidence=1\.0"),
-        (lambda: statistics.interaction(A, A, B, B, confidence=0),
-         "Received: confidence=0"),
-        (lambda: statistics.detectable_difference(A, B, alpha=0),
-         "Received: alpha=0"),
-        (lambda: statistics.detectable_difference(A, B, power=1.5),
-         r"Received: power=1\.5"),
-        (lambda: statistics.verdict(1, 1, 1, 0.1, alpha=-0.1),
-         r"Received: alpha=-0\.1"),
-        (lambda: statistics.non_inferiority(A, B, -0.01),
-         r"non-negative.*Received: margin=-0\.01"),
-        (lambda: statistics.inferiority(A, B, math.inf),
-         "Received: margin=inf"),
+        (
+            lambda: statistics.welch(A, B, confidence=1.0),
+            r"`confidence`.*Received: confidence=1\.0",
+        ),
+        (
+            lambda: statistics.interaction(A, A, B, B, confidence=0),
+            "Received: confidence=0",
+        ),
+        (
+            lambda: statistics.detectable_difference(A, B, alpha=0),
+            "Received: alpha=0",
+        ),
+        (
+            lambda: statistics.detectable_difference(A, B, power=1.5),
+            r"Received: power=1\.5",
+        ),
+        (
+            lambda: statistics.verdict(1, 1, 1, 0.1, alpha=-0.1),
+            r"Received: alpha=-0\.1",
+        ),
+        (
+            lambda: statistics.non_inferiority(A, B, -0.01),
+            r"non-negative.*Received: margin=-0\.01",
+        ),
+        (
+            lambda: statistics.inferiority(A, B, math.inf),
+            "Received: margin=inf",
+        ),
     ],
-    ids=["confidence", "interaction_confidence", "alpha", "power",
-         "verdict_alpha", "margin_negative", "margin_infinite"],
+    ids=[
+        "confidence",
+        "interaction_confidence",
+        "alpha",
+        "power",
+        "verdict_alpha",
+        "margin_negative",
+        "margin_infinite",
+    ],
 )
 def test_invalid_arguments(call, match):
     with pytest.raises(ValueError, match=match):

@@ -28,8 +28,15 @@ def finished(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("sweep")
     data_dir = common.write_image_folder(tmp / "cifar10")
     study = common.write_study(tmp / "tiny.toml")
-    args = (study, "--data-dir", data_dir, "--results-dir", tmp / "results",
-            "--runs-dir", tmp / "runs")
+    args = (
+        study,
+        "--data-dir",
+        data_dir,
+        "--results-dir",
+        tmp / "results",
+        "--runs-dir",
+        tmp / "runs",
+    )
     proc = common.run_sweep(tmp, *args)
     return tmp, args, proc
 
@@ -43,11 +50,27 @@ def test_end_to_end(finished):
     assert [(r["arm"], r["seed"]) for r in runs] == [
         (arm, str(seed)) for arm in ARMS for seed in (0, 1)
     ]
-    for column in ("arm", "seed", "test_accuracy", "val_accuracy",
-                   "final_train_loss", "epochs", "wall_time_s",
-                   "learning_rate", "optimizer", "kernel_scale", "dataset",
-                   "train_samples", "val_samples", "test_samples", "depth",
-                   "width", "activation", "batch_size", "backend"):
+    for column in (
+        "arm",
+        "seed",
+        "test_accuracy",
+        "val_accuracy",
+        "final_train_loss",
+        "epochs",
+        "wall_time_s",
+        "learning_rate",
+        "optimizer",
+        "kernel_scale",
+        "dataset",
+        "train_samples",
+        "val_samples",
+        "test_samples",
+        "depth",
+        "width",
+        "activation",
+        "batch_size",
+        "backend",
+    ):
         assert column in runs[0], column
     for row in runs:
         assert 0.0 <= float(row["test_accuracy"]) <= 1.0
@@ -76,19 +99,29 @@ def test_end_to_end(finished):
     assert summary["backend"] == keras.backend.backend()
     assert summary["config"]["compare"]["arms"] == list(ARMS)
     assert summary["config"]["fixed"]["epochs"] == 1
-    assert {"python", "keras", "keras_tuner", "numpy",
-            keras.backend.backend()} <= set(summary["versions"])
+    assert {
+        "python",
+        "keras",
+        "keras_tuner",
+        "numpy",
+        keras.backend.backend(),
+    } <= set(summary["versions"])
     assert len(summary["git_commit"]) == 40
     assert isinstance(summary["git_dirty"], bool)
     assert summary["command"].startswith("python -m tuning.sweep ")
     assert "--data-dir" in summary["command"]
     assert summary["arms"]["affine_like"]["seeds"] == 2
     assert set(summary["arms"]["affine_like"]["best_hyperparameters"]) == {
-        "learning_rate", "optimizer", "kernel_scale"
+        "learning_rate",
+        "optimizer",
+        "kernel_scale",
     }
 
-    for name in ("accuracy.png", "learning_curves.png",
-                 "val_accuracy_vs_learning_rate.png"):
+    for name in (
+        "accuracy.png",
+        "learning_curves.png",
+        "val_accuracy_vs_learning_rate.png",
+    ):
         assert (out / name).read_bytes()[:8] == PNG_MAGIC, name
     assert not list(out.glob("*.tmp"))
 
@@ -96,15 +129,19 @@ def test_end_to_end(finished):
     assert "[search] arm 2/2 affine_like: trial 2 of 2 done" in proc.stdout
     assert "best so far" in proc.stdout and "elapsed" in proc.stdout
     # One KerasTuner project per arm.
-    assert sorted(p.name for p in (tmp / "runs" / "tiny").iterdir()
-                  if p.is_dir()) == sorted(ARMS)
+    assert sorted(
+        p.name for p in (tmp / "runs" / "tiny").iterdir() if p.is_dir()
+    ) == sorted(ARMS)
 
 
 def test_reproduce(finished):
     tmp, args, proc = finished
     assert proc.returncode == 0
-    row = [r for r in records.read_csv(tmp / "results/tiny/trials.csv")
-           if r["arm"] == "affine_like" and r["seed"] == "1"][0]
+    row = [
+        r
+        for r in records.read_csv(tmp / "results/tiny/trials.csv")
+        if r["arm"] == "affine_like" and r["seed"] == "1"
+    ][0]
     again = common.run_sweep(tmp, *args, "--reproduce", "affine_like", "1")
     assert again.returncode == 0, again.stderr
     last = again.stdout.strip().splitlines()[-1]
@@ -118,14 +155,22 @@ def test_reproduce(finished):
 @pytest.mark.requires_backend("torch")
 def test_killed_runs_resume_without_redoing_work(tmp_path):
     data_dir = common.write_image_folder(tmp_path / "cifar10")
-    study = common.write_study(tmp_path / "tiny.toml", max_trials=3,
-                               epochs=2, tuner="bracket")
-    args = (study, "--data-dir", data_dir, "--results-dir",
-            tmp_path / "results", "--runs-dir", tmp_path / "runs")
+    study = common.write_study(
+        tmp_path / "tiny.toml", max_trials=3, epochs=2, tuner="bracket"
+    )
+    args = (
+        study,
+        "--data-dir",
+        data_dir,
+        "--results-dir",
+        tmp_path / "results",
+        "--runs-dir",
+        tmp_path / "runs",
+    )
     out = tmp_path / "results" / "tiny"
 
     # Killed during the first cell's search, after its first trial.
-    first = _run_until(tmp_path, args, "dense: trial 1 of 3 done")
+    _run_until(tmp_path, args, "dense: trial 1 of 3 done")
     assert not (out / "trials.csv").exists()
     assert not (out / "cells.csv").exists()
     # Killed during the first cell's seed reruns, after its first row.
@@ -135,8 +180,7 @@ def test_killed_runs_resume_without_redoing_work(tmp_path):
     rows = records.read_csv(out / "trials.csv")
     assert [(r["arm"], r["seed"]) for r in rows] == [("dense", "0")]
     # The finished search of the cell is in the results already.
-    assert [c["arm"] for c in records.read_csv(out / "cells.csv")] == [
-        "dense"]
+    assert [c["arm"] for c in records.read_csv(out / "cells.csv")] == ["dense"]
 
     final = common.run_sweep(tmp_path, *args)
     assert final.returncode == 0, final.stdout + final.stderr
@@ -153,8 +197,9 @@ def test_killed_runs_resume_without_redoing_work(tmp_path):
     ] and {r["status"] for r in search} == {"COMPLETED"}
     # The bracketing search tried its initial grid, as far as the budget
     # went: 3 trials are too few to bracket, and the runner says so.
-    assert sorted({float(r["learning_rate"]) for r in search}) == \
-        pytest.approx([0.01, 10**-1.5, 0.1])
+    assert sorted({float(r["learning_rate"]) for r in search}) == pytest.approx(
+        [0.01, 10**-1.5, 0.1]
+    )
     assert {r["bracketed"] for r in search} == {"False"}
     assert "cells are NOT bracketed" in final.stdout
     assert len(records.read_csv(out / "curves.csv")) == 8
@@ -185,8 +230,9 @@ def _run_until(tmp_path, args, line_part, timeout=300):
             if line_part in line:
                 break
         else:
-            pytest.fail(f"runner ended before {line_part!r}:\n"
-                        + "".join(lines))
+            pytest.fail(
+                f"runner ended before {line_part!r}:\n" + "".join(lines)
+            )
     finally:
         watchdog.cancel()
         proc.send_signal(signal.SIGKILL)
@@ -230,26 +276,44 @@ def test_malformed_study_file(tmp_path, capsys):
     study.write_text("[compare\nfamily = 'mlp'\n")
     code, err = _main(capsys, study)
     assert code == 2
-    assert err.startswith(f"error: Malformed study file {study}: not valid "
-                          "TOML")
+    assert err.startswith(
+        f"error: Malformed study file {study}: not valid TOML"
+    )
     assert err.count("\n") == 1
 
 
 def test_missing_data_dir(tmp_path, capsys):
     study = common.write_study(tmp_path / "tiny.toml")
-    code, err = _main(capsys, study, "--data-dir", tmp_path / "nowhere",
-                      "--results-dir", tmp_path, "--runs-dir", tmp_path)
+    code, err = _main(
+        capsys,
+        study,
+        "--data-dir",
+        tmp_path / "nowhere",
+        "--results-dir",
+        tmp_path,
+        "--runs-dir",
+        tmp_path,
+    )
     assert code == 2
-    assert err.startswith("error: cannot load the data: The CIFAR-10 image "
-                          "folder does not exist.")
+    assert err.startswith(
+        "error: cannot load the data: The CIFAR-10 image folder does not exist."
+    )
     assert f"Received: data_dir='{tmp_path / 'nowhere'}'" in err
 
 
 def test_wrongly_laid_out_data_dir(tmp_path, capsys):
     (tmp_path / "flat" / "train").mkdir(parents=True)
     study = common.write_study(tmp_path / "tiny.toml")
-    code, err = _main(capsys, study, "--data-dir", tmp_path / "flat",
-                      "--results-dir", tmp_path, "--runs-dir", tmp_path)
+    code, err = _main(
+        capsys,
+        study,
+        "--data-dir",
+        tmp_path / "flat",
+        "--results-dir",
+        tmp_path,
+        "--runs-dir",
+        tmp_path,
+    )
     assert code == 2
     assert "it lacks test/" in err and "Received: data_dir=" in err
 
@@ -264,16 +328,20 @@ def test_data_unavailable(tmp_path, capsys, monkeypatch):
 
     monkeypatch.setattr(datasets, "load", offline)
     study = common.write_study(tmp_path / "tiny.toml")
-    code, err = _main(capsys, study, "--results-dir", tmp_path,
-                      "--runs-dir", tmp_path)
+    code, err = _main(
+        capsys, study, "--results-dir", tmp_path, "--runs-dir", tmp_path
+    )
     assert code == 2
-    assert err == ("error: cannot load the data: CIFAR-10 is not prepared. "
-                   "Received: tfds_data_dir='x'\n")
+    assert err == (
+        "error: cannot load the data: CIFAR-10 is not prepared. "
+        "Received: tfds_data_dir='x'\n"
+    )
 
 
 def test_reproduce_before_the_study_ran(tmp_path, capsys):
-    code, err = _main(capsys, "smoke", "--results-dir", tmp_path,
-                      "--reproduce", "dense", "0")
+    code, err = _main(
+        capsys, "smoke", "--results-dir", tmp_path, "--reproduce", "dense", "0"
+    )
     assert code == 2
     assert "no finished runs to reproduce" in err
     assert err.endswith("Received: study='smoke'\n")
@@ -283,8 +351,9 @@ def test_reproduce_an_unknown_run(finished, capsys):
     tmp, args, proc = finished
     code, err = _main(capsys, *args, "--reproduce", "dense", "7")
     assert code == 2
-    assert "expected one of affine_like 0, affine_like 1, dense 0, dense 1" \
-        in err
+    assert (
+        "expected one of affine_like 0, affine_like 1, dense 0, dense 1" in err
+    )
     assert err.endswith("Received: arm='dense', seed='7'\n")
 
 
@@ -317,8 +386,10 @@ def test_bad_port(capsys, monkeypatch):
     monkeypatch.setenv("KERASTUNER_TUNER_ID", "chief")
     code, err = _main(capsys, "smoke")
     assert code == 2
-    assert err == ("error: KERASTUNER_ORACLE_PORT must be a port number. "
-                   "Received: KERASTUNER_ORACLE_PORT='http'\n")
+    assert err == (
+        "error: KERASTUNER_ORACLE_PORT must be a port number. "
+        "Received: KERASTUNER_ORACLE_PORT='http'\n"
+    )
 
 
 def test_bad_input_from_the_command_line(tmp_path):
@@ -362,17 +433,28 @@ def test_keras_tuner_state_is_written_atomically(tmp_path, monkeypatch):
 # Resuming from the committed results alone.
 
 
-def test_a_fresh_clone_of_finished_results_trains_nothing(finished, tmp_path,
-                                                          capsys):
+def test_a_fresh_clone_of_finished_results_trains_nothing(
+    finished, tmp_path, capsys
+):
     tmp, args, proc = finished
     assert proc.returncode == 0
     # A fresh clone: the results folder as committed, no runs folder.
     results = tmp_path / "clone" / "results"
     shutil.copytree(tmp / "results", results)
-    before = {p.name: p.read_bytes() for p in (results / "tiny").iterdir()
-              if p.name != lock.LOCK_NAME}
-    argv = [args[0], "--data-dir", args[2], "--results-dir", results,
-            "--runs-dir", tmp_path / "clone" / "runs"]
+    before = {
+        p.name: p.read_bytes()
+        for p in (results / "tiny").iterdir()
+        if p.name != lock.LOCK_NAME
+    }
+    argv = [
+        args[0],
+        "--data-dir",
+        args[2],
+        "--results-dir",
+        results,
+        "--runs-dir",
+        tmp_path / "clone" / "runs",
+    ]
     assert sweep.main(argv) == 0
     out = capsys.readouterr().out
     assert "started" not in out
@@ -380,8 +462,11 @@ def test_a_fresh_clone_of_finished_results_trains_nothing(finished, tmp_path,
     assert out.count("already done (test_accuracy") == 4
     assert "nothing was trained" in out
     # Not a byte changed, the summary and its wall time included.
-    after = {p.name: p.read_bytes() for p in (results / "tiny").iterdir()
-             if p.name != lock.LOCK_NAME}
+    after = {
+        p.name: p.read_bytes()
+        for p in (results / "tiny").iterdir()
+        if p.name != lock.LOCK_NAME
+    }
     assert after == before
 
 
@@ -390,8 +475,14 @@ def test_results_of_an_older_runner_are_not_resumed(tmp_path, capsys):
     out = tmp_path / "results" / "tiny"
     out.mkdir(parents=True)
     (out / "trials.csv").write_text("study,arm,seed\ntiny,dense,0\n")
-    code, err = _main(capsys, study, "--results-dir", tmp_path / "results",
-                      "--runs-dir", tmp_path / "runs")
+    code, err = _main(
+        capsys,
+        study,
+        "--results-dir",
+        tmp_path / "results",
+        "--runs-dir",
+        tmp_path / "runs",
+    )
     assert code == 2
     assert "written by an earlier version of the runner" in err
     assert err.endswith("Received: study='tiny'\n")
@@ -403,37 +494,54 @@ def test_results_of_an_older_runner_are_not_resumed(tmp_path, capsys):
 def _hold_lock(folder):
     """A separate process holding the study lock of `folder`."""
     holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys, time\n"
-         "from tuning import lock\n"
-         "with lock.StudyLock([sys.argv[1]]):\n"
-         "    print('locked', flush=True)\n"
-         "    time.sleep(300)\n",
-         str(folder)],
-        cwd=common.REPO_ROOT, stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from tuning import lock\n"
+            "with lock.StudyLock([sys.argv[1]]):\n"
+            "    print('locked', flush=True)\n"
+            "    time.sleep(300)\n",
+            str(folder),
+        ],
+        cwd=common.REPO_ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert holder.stdout.readline().strip() == "locked"
     return holder
 
 
-def test_a_second_runner_is_refused_and_a_stale_lock_taken_over(tmp_path,
-                                                                capsys):
+def test_a_second_runner_is_refused_and_a_stale_lock_taken_over(
+    tmp_path, capsys
+):
     study = common.write_study(tmp_path / "tiny.toml")
     data_dir = common.write_image_folder(tmp_path / "cifar10")
     runs = tmp_path / "runs" / "tiny"
     (runs / "keep").mkdir(parents=True)
-    argv = (study, "--data-dir", data_dir, "--results-dir",
-            tmp_path / "results", "--runs-dir", tmp_path / "runs",
-            "--max-trials", "1", "--seeds", "1")
+    argv = (
+        study,
+        "--data-dir",
+        data_dir,
+        "--results-dir",
+        tmp_path / "results",
+        "--runs-dir",
+        tmp_path / "runs",
+        "--max-trials",
+        "1",
+        "--seeds",
+        "1",
+    )
     holder = _hold_lock(runs)
     try:
         code, err = _main(capsys, *argv)
         assert code == 2
-        assert err.startswith("error: another runner is using this study: "
-                              f"the lock {runs / lock.LOCK_NAME} is held by "
-                              f"process {holder.pid} on ")
-        assert err.endswith(
-            f"Received: lock='{runs / lock.LOCK_NAME}'\n")
+        assert err.startswith(
+            "error: another runner is using this study: "
+            f"the lock {runs / lock.LOCK_NAME} is held by "
+            f"process {holder.pid} on "
+        )
+        assert err.endswith(f"Received: lock='{runs / lock.LOCK_NAME}'\n")
         # --overwrite never deletes under a running process.
         code, err = _main(capsys, *argv, "--overwrite")
         assert code == 2 and "another runner is using this study" in err
@@ -445,10 +553,13 @@ def test_a_second_runner_is_refused_and_a_stale_lock_taken_over(tmp_path,
     assert (runs / lock.LOCK_NAME).exists()
     assert sweep.main(argv) == 0
     out = capsys.readouterr().out
-    assert (f"lock {runs / lock.LOCK_NAME}: taken over from process "
-            f"{holder.pid} on ") in out
-    assert len(records.read_csv(tmp_path / "results" / "tiny" /
-                                "trials.csv")) == 2
+    assert (
+        f"lock {runs / lock.LOCK_NAME}: taken over from process "
+        f"{holder.pid} on "
+    ) in out
+    assert (
+        len(records.read_csv(tmp_path / "results" / "tiny" / "trials.csv")) == 2
+    )
 
 
 def test_lock_takes_over_a_dead_holder_and_refuses_a_live_one(tmp_path):
@@ -456,15 +567,17 @@ def test_lock_takes_over_a_dead_holder_and_refuses_a_live_one(tmp_path):
     folder.mkdir()
     # What a killed runner leaves behind: a lock file naming it, unlocked.
     (folder / lock.LOCK_NAME).write_text(
-        json.dumps({"pid": 999999, "host": "h", "command": "c",
-                    "since": "t"}) + "\n")
+        json.dumps({"pid": 999999, "host": "h", "command": "c", "since": "t"})
+        + "\n"
+    )
     said = []
     with lock.StudyLock([folder], log=said.append):
         assert len(said) == 1 and "taken over from process 999999" in said[0]
         holder = json.loads((folder / lock.LOCK_NAME).read_text())
         assert holder["pid"] == os.getpid()
-        with pytest.raises(lock.LockedError,
-                           match=rf"held by process {os.getpid()} on "):
+        with pytest.raises(
+            lock.LockedError, match=rf"held by process {os.getpid()} on "
+        ):
             with lock.StudyLock([folder]):
                 pass
     # Released on exit: taken again at once, with nothing to take over.
@@ -482,12 +595,16 @@ def test_bayesian_tuner_runs(tmp_path):
     text = open(path).read().replace('tuner = "random"', 'tuner = "bayesian"')
     open(path, "w").write(text)
     arguments = sweep.Arguments(
-        study=path, data_dir=data_dir, results_dir=str(tmp_path / "results"),
-        runs_dir=str(tmp_path / "runs"), seeds=1,
+        study=path,
+        data_dir=data_dir,
+        results_dir=str(tmp_path / "results"),
+        runs_dir=str(tmp_path / "runs"),
+        seeds=1,
     )
     summary = sweep.execute(arguments)
     assert summary["config"]["search"]["tuner"] == "bayesian"
-    search = records.read_csv(tmp_path / "results" / "tiny" /
-                              "search_trials.csv")
+    search = records.read_csv(
+        tmp_path / "results" / "tiny" / "search_trials.csv"
+    )
     assert [r["status"] for r in search] == ["COMPLETED"] * 4
     assert summary["arms"]["affine_like"]["seeds"] == 1

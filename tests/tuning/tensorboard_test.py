@@ -10,10 +10,11 @@ from tuning import tensorboard
 
 
 def test_run_names():
-    assert tensorboard.run_name("", "dense", "trial", "0") == \
-        "dense_trial-0"
-    assert tensorboard.run_name("width-4", "affine_like", "seed", 1) == \
-        "width-4_affine_like_seed-1"
+    assert tensorboard.run_name("", "dense", "trial", "0") == "dense_trial-0"
+    assert (
+        tensorboard.run_name("width-4", "affine_like", "seed", 1)
+        == "width-4_affine_like_seed-1"
+    )
 
 
 def test_a_study_writes_one_run_per_trial_and_seed(tmp_path):
@@ -22,27 +23,37 @@ def test_a_study_writes_one_run_per_trial_and_seed(tmp_path):
     from tensorboard.plugins.hparams import plugin_data_pb2
 
     data_dir = common.write_image_folder(tmp_path / "cifar10")
-    study = common.write_study(tmp_path / "tiny.toml", max_trials=2,
-                               epochs=2, tuner="bracket")
+    study = common.write_study(
+        tmp_path / "tiny.toml", max_trials=2, epochs=2, tuner="bracket"
+    )
     logs = tmp_path / "tb"
-    sweep.execute(sweep.Arguments(
-        study=study, data_dir=data_dir, results_dir=str(tmp_path / "res"),
-        runs_dir=str(tmp_path / "runs"), seeds=1, tensorboard=str(logs),
-    ))
+    sweep.execute(
+        sweep.Arguments(
+            study=study,
+            data_dir=data_dir,
+            results_dir=str(tmp_path / "res"),
+            runs_dir=str(tmp_path / "runs"),
+            seeds=1,
+            tensorboard=str(logs),
+        )
+    )
     runs = sorted(os.listdir(logs / "tiny"))
     assert runs == sorted(
-        f"{arm}_{kind}" for arm in ("dense", "affine_like")
+        f"{arm}_{kind}"
+        for arm in ("dense", "affine_like")
         for kind in ("trial-0", "trial-1", "seed-0")
     )
     for run in runs:
         train = event_accumulator.EventAccumulator(
-            str(logs / "tiny" / run / "train"))
+            str(logs / "tiny" / run / "train")
+        )
         train.Reload()
         # Keras' per-epoch metrics (as tensors in TF2 summaries).
         assert "epoch_loss" in train.Tags()["tensors"], run
         hparams = event_accumulator.EventAccumulator(
             str(logs / "tiny" / run),
-            size_guidance={event_accumulator.TENSORS: 0})
+            size_guidance={event_accumulator.TENSORS: 0},
+        )
         hparams.Reload()
         content = hparams.PluginTagToContent("hparams")
         assert content, run
