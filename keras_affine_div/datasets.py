@@ -325,15 +325,18 @@ def _load_cifar10_keras(cache_dir):
             keras.datasets.cifar10.load_data()
         )
         return (
-            _channels_last(x_train), np.asarray(y_train).reshape(-1),
-            _channels_last(x_test), np.asarray(y_test).reshape(-1),
+            _channels_last(x_train),
+            np.asarray(y_train).reshape(-1),
+            _channels_last(x_test),
+            np.asarray(y_test).reshape(-1),
         )
 
     arrays = _cached(
         cache_dir, key=("cifar10", "keras.datasets"), decode=decode
     )
-    return _Raw("cifar10", "CIFAR-10", "keras.datasets",
-                CIFAR10_CLASS_NAMES, *arrays)
+    return _Raw(
+        "cifar10", "CIFAR-10", "keras.datasets", CIFAR10_CLASS_NAMES, *arrays
+    )
 
 
 def _channels_last(x):
@@ -392,9 +395,7 @@ def _list_image_folder(root, data_dir, arg_name):
     listing = {}
     for split in ("train", "test"):
         split_dir = os.path.join(root, split)
-        classes = sorted(
-            e.name for e in os.scandir(split_dir) if e.is_dir()
-        )
+        classes = sorted(e.name for e in os.scandir(split_dir) if e.is_dir())
         if tuple(classes) != CIFAR10_CLASS_NAMES:
             raise ValueError(
                 f"Expected `{split}/` to hold one folder per CIFAR-10 class, "
@@ -615,7 +616,10 @@ def _load_fashion_mnist_idx(data_dir, cache_dir):
         decode=decode,
     )
     return _Raw(
-        "fashion_mnist", "Fashion-MNIST", root, FASHION_MNIST_CLASS_NAMES,
+        "fashion_mnist",
+        "Fashion-MNIST",
+        root,
+        FASHION_MNIST_CLASS_NAMES,
         *arrays,
     )
 

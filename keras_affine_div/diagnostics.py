@@ -42,13 +42,28 @@ import numpy as np
 from keras import ops
 
 from keras_affine_div import _backend
+from keras_affine_div import ops as affine_div_ops
+from keras_affine_div.layers import AffineLikeConv1D
 from keras_affine_div.layers import AffineLikeConv2D
+from keras_affine_div.layers import AffineLikeConv3D
 from keras_affine_div.layers import AffineLikeDense
 from keras_affine_div.layers import NormLikeDense
+from keras_affine_div.layers import PatchNormConv1D
 from keras_affine_div.layers import PatchNormConv2D
+from keras_affine_div.layers import PatchNormConv3D
 
 DENSE_LIKE = (keras.layers.Dense, AffineLikeDense, NormLikeDense)
-CONV_LIKE = (keras.layers.Conv2D, AffineLikeConv2D, PatchNormConv2D)
+CONV_LIKE = (
+    keras.layers.Conv1D,
+    keras.layers.Conv2D,
+    keras.layers.Conv3D,
+    AffineLikeConv1D,
+    AffineLikeConv2D,
+    AffineLikeConv3D,
+    PatchNormConv1D,
+    PatchNormConv2D,
+    PatchNormConv3D,
+)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -77,10 +92,11 @@ class ActivationUpdateAlignment:
         cosine: read-only float64 NumPy array of shape `(batch_size,)`.
         input_sq_norm: read-only float64 NumPy array of shape
             `(batch_size,)`: for a Conv-like layer, the mean over output
-            positions of the squared patch norm `|P_p|^2` (window x all
-            input channels); for any other layer, `|x_i|^2` of its input over
-            the last axis (averaged over the other axes for inputs of rank
-            > 2).
+            positions (and channel groups) of the squared patch norm
+            `|P_p|^2` (window x the input channels of a group: what the
+            layers of this package divide by); for any other layer,
+            `|x_i|^2` of its input over the last axis (averaged over the
+            other axes for inputs of rank > 2).
 
     Example:
 
@@ -148,9 +164,7 @@ class ActivationUpdateAlignment:
         }
 
 
-def activation_update_alignment(
-    model, layer, x, y, loss, learning_rate=1e-3
-):
+def activation_update_alignment(model, layer, x, y, loss, learning_rate=1e-3):
     """Measures how one SGD step on `layer` moves its activations.
 
     On the batch `(x, y)`: computes the layer's output `z` (before its
@@ -173,12 +187,12 @@ def activation_update_alignment(
     and `cosine`.
 
     For a layer that is affine in its weights (`Dense`, `Conv2D` and the
-    layers of this package), `dz` is exactly linear in `learning_rate`, so
-    `scale` and `cosine` do not depend on it; a larger step only reduces the
-    float32 rounding in `z' - z`. Under a mixed or low-precision dtype
-    policy `z` and `z'` are in the compute dtype (e.g. float16), whose
-    rounding dominates `dz` at small steps: measure a float32 copy of the
-    model, or take a larger step.
+    layers of this package, without LoRA), `dz` is exactly linear in
+    `learning_rate`, so `scale` and `cosine` do not depend on it; a larger
+    step only reduces the float32 rounding in `z' - z`. Under a mixed or
+    low-precision dtype policy `z` and `z'` are in the compute dtype (e.g.
+    float16), whose rounding dominates `dz` at small steps: measure a
+    float32 copy of the model, or take a larger step.
 
     Args:
         model: a built `keras.Model` that calls `layer` once per forward
@@ -321,11 +335,12 @@ def alignment_report(model, x, y, loss, learning_rate=1e-3):
     """Runs `activation_update_alignment` over the layers of a model.
 
     Every trainable Dense-like (`Dense`, `AffineLikeDense`, `NormLikeDense`)
-    and Conv-like (`Conv2D`, `AffineLikeConv2D`, `PatchNormConv2D`) layer of
-    `model`, nested models included, in the order of `model.layers`; frozen
-    layers are skipped. A quick health check of a whole network: an
-    aligned layer has `mean_scale` near its nominal multiplier, a small
-    `cv_scale` and `mean_cosine` near 1.
+    and Conv-like (`Conv1D`, `Conv2D`, `Conv3D` and the `AffineLikeConv*D`
+    and `PatchNormConv*D` layers of this package) layer of `model`, nested
+    models included, in the order of `model.layers`; frozen layers are
+    skipped. A quick health check of a whole network: an aligned layer has
+    `mean_scale` near its nominal multiplier, a small `cv_scale` and
+    `mean_cosine` near 1.
 
     Args:
         model: a built `keras.Model` that calls each of those layers once
@@ -550,22 +565,21 @@ def _shape(array):
 def _input_sq_norm(layer, inputs):
     """`|x_i|^2` (Dense-like) or the mean `|P_p|^2` (Conv-like), per sample.
 
-    Computed in float32; a Conv-like layer's patch norms are one
-    single-channel convolution of `sum_c x_c^2` with a ones kernel of the
-    layer's size, strides, padding and dilation.
+    Computed in float32. A Conv-like layer's patch norms are those it
+    divides by (`keras_affine_div.ops.patch_squared_norms` with the layer's
+    kernel size, strides, padding, dilation and groups): one per output
+    position and group, averaged over both.
     """
     x = ops.cast(inputs, "float32")
     if isinstance(layer, CONV_LIKE):
-        channel_axis = -1 if layer.data_format == "channels_last" else 1
-        squares = ops.sum(ops.square(x), axis=channel_axis, keepdims=True)
-        ones = ops.ones(tuple(layer.kernel_size) + (1, 1), dtype="float32")
-        sq_norms = ops.conv(
-            squares,
-            ones,
+        sq_norms = affine_div_ops.patch_squared_norms(
+            x,
+            layer.kernel_size,
             strides=layer.strides,
             padding=layer.padding,
             data_format=layer.data_format,
             dilation_rate=layer.dilation_rate,
+            groups=layer.groups,
         )
     else:
         sq_norms = ops.sum(ops.square(x), axis=-1)

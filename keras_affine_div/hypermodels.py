@@ -216,8 +216,17 @@ class _ClassifierHyperModel(keras_tuner.HyperModel):
         )
         return model
 
-    def fit(self, hp, model, x, y=None, epochs=1, batch_size=32,
-            callbacks=None, **kwargs):
+    def fit(
+        self,
+        hp,
+        model,
+        x,
+        y=None,
+        epochs=1,
+        batch_size=32,
+        callbacks=None,
+        **kwargs,
+    ):
         """Trains `model` with the hypermodel's schedule.
 
         With `schedule="cosine"`, the optimiser's rate becomes
@@ -253,8 +262,14 @@ class _ClassifierHyperModel(keras_tuner.HyperModel):
                 self.warmup_epochs * steps,
             )
         callbacks = [keras.callbacks.TerminateOnNaN(), *(callbacks or [])]
-        return model.fit(x, y, epochs=epochs, batch_size=batch_size,
-                         callbacks=callbacks, **kwargs)
+        return model.fit(
+            x,
+            y,
+            epochs=epochs,
+            batch_size=batch_size,
+            callbacks=callbacks,
+            **kwargs,
+        )
 
     def _build_model(self, kernel_scale):
         raise NotImplementedError
@@ -454,9 +469,7 @@ def _is_real(value):
 
 
 def _check_optimizers(optimizers):
-    if isinstance(optimizers, str) or not isinstance(
-        optimizers, (list, tuple)
-    ):
+    if isinstance(optimizers, str) or not isinstance(optimizers, (list, tuple)):
         raise TypeError(
             "Received an invalid type for argument `optimizers`. Expected a "
             f"list or tuple of names from {OPTIMIZERS}. "

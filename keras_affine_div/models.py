@@ -279,7 +279,9 @@ def cnn(
         channels = filters * 2**i
         if variant == "conv":
             x = keras.layers.Conv2D(
-                channels, activation=activation, name=f"{prefix}_conv",
+                channels,
+                activation=activation,
+                name=f"{prefix}_conv",
                 **conv_kwargs,
             )(x)
         elif variant in _OUR_CONV:

@@ -111,9 +111,7 @@ def _hessian_vector_product(fn, x, v):
     if backend == "jax":
         import jax
 
-        return np.asarray(
-            jax.grad(lambda x: (jax.grad(fn)(x) * v).sum())(x)
-        )
+        return np.asarray(jax.grad(lambda x: (jax.grad(fn)(x) * v).sum())(x))
     import torch
 
     x = torch.tensor(x, requires_grad=True)

@@ -13,7 +13,6 @@ import pytest
 from keras_affine_div import datasets
 from tests.testing import CIFAR10_JPEG_COPY
 
-
 # Fixture makers.
 
 
@@ -98,7 +97,9 @@ def _raw_class_code(x):
 
 def test_image_folder_arrays(image_folder, tmp_path):
     ds = datasets.load(
-        "cifar10", data_dir=image_folder, validation_split=0.25,
+        "cifar10",
+        data_dir=image_folder,
+        validation_split=0.25,
         cache_dir=tmp_path,
     )
     assert ds.name == "cifar10"
@@ -117,9 +118,12 @@ def test_image_folder_arrays(image_folder, tmp_path):
     for y in (ds.y_train, ds.y_val, ds.y_test):
         assert y.dtype == np.int32
     assert np.bincount(ds.y_test, minlength=10).tolist() == [2] * 10
-    assert np.bincount(
-        np.concatenate([ds.y_train, ds.y_val]), minlength=10
-    ).tolist() == [4] * 10
+    assert (
+        np.bincount(
+            np.concatenate([ds.y_train, ds.y_val]), minlength=10
+        ).tolist()
+        == [4] * 10
+    )
     assert "x_train" not in repr(ds)
 
 
@@ -140,8 +144,11 @@ def test_standardised_with_train_statistics(image_folder, tmp_path):
 
 def test_labels_follow_class_order(image_folder, tmp_path):
     ds = datasets.load("cifar10", data_dir=image_folder, cache_dir=tmp_path)
-    for x, y in ((ds.x_train, ds.y_train), (ds.x_val, ds.y_val),
-                 (ds.x_test, ds.y_test)):
+    for x, y in (
+        (ds.x_train, ds.y_train),
+        (ds.x_val, ds.y_val),
+        (ds.x_test, ds.y_test),
+    ):
         code = _raw_class_code(x)
         # Channel 0 is 10 + 20 * class id: increasing with the label.
         per_class = {}
@@ -323,8 +330,9 @@ def test_tfds_offline_fails_fast(tmp_path, monkeypatch):
 # installed.
 
 
-def _mock_keras_cifar10(monkeypatch, n_train=30, n_test=12,
-                        channels_first=False):
+def _mock_keras_cifar10(
+    monkeypatch, n_train=30, n_test=12, channels_first=False
+):
     calls = []
     rng = np.random.default_rng(0)
     shape = (3, 32, 32) if channels_first else (32, 32, 3)
@@ -342,15 +350,19 @@ def _mock_keras_cifar10(monkeypatch, n_train=30, n_test=12,
     return calls, x_train, x_test
 
 
-@pytest.mark.parametrize("channels_first", [False, True],
-                         ids=["channels_last", "channels_first"])
-def test_keras_datasets_path_without_tfds(tmp_path, monkeypatch,
-                                          channels_first):
+@pytest.mark.parametrize(
+    "channels_first", [False, True], ids=["channels_last", "channels_first"]
+)
+def test_keras_datasets_path_without_tfds(
+    tmp_path, monkeypatch, channels_first
+):
     calls, x_train, x_test = _mock_keras_cifar10(
-        monkeypatch, channels_first=channels_first)
+        monkeypatch, channels_first=channels_first
+    )
     monkeypatch.setattr(datasets, "_can_reach", lambda *args: True)
-    ds = datasets.load("cifar10", cache_dir=tmp_path / "cache",
-                       validation_split=0.2)
+    ds = datasets.load(
+        "cifar10", cache_dir=tmp_path / "cache", validation_split=0.2
+    )
     assert (ds.label, ds.source) == ("CIFAR-10", "keras.datasets")
     assert ds.input_shape == (32, 32, 3)
     assert (len(ds.x_train), len(ds.x_val), len(ds.x_test)) == (24, 6, 12)
@@ -358,14 +370,17 @@ def test_keras_datasets_path_without_tfds(tmp_path, monkeypatch,
     assert ds.class_names == datasets.CIFAR10_CLASS_NAMES
     # The same standardisation as every source: the training images'.
     np.testing.assert_allclose(
-        ds.x_train.mean(axis=(0, 1, 2), dtype=np.float64), 0.0, atol=1e-5)
+        ds.x_train.mean(axis=(0, 1, 2), dtype=np.float64), 0.0, atol=1e-5
+    )
     np.testing.assert_allclose(
-        ds.x_train.std(axis=(0, 1, 2), dtype=np.float64), 1.0, atol=1e-5)
+        ds.x_train.std(axis=(0, 1, 2), dtype=np.float64), 1.0, atol=1e-5
+    )
     # A NumPy reference of the split and standardisation: the seeded
     # hold-out, statistics of the training images, the test split in its
     # original order, all in NHWC.
-    nhwc = (lambda x: x.transpose(0, 2, 3, 1)) if channels_first else (
-        lambda x: x)
+    nhwc = (
+        (lambda x: x.transpose(0, 2, 3, 1)) if channels_first else (lambda x: x)
+    )
     rng = np.random.default_rng(0)
     train_perm = rng.permutation(30)
     rng.permutation(12)
@@ -373,13 +388,15 @@ def test_keras_datasets_path_without_tfds(tmp_path, monkeypatch,
     train = nhwc(x_train)[train_idx].astype(np.float64)
     mean = train.mean(axis=(0, 1, 2))
     std = train.std(axis=(0, 1, 2))
-    np.testing.assert_allclose(ds.x_test, (nhwc(x_test) - mean) / std,
-                               rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(
+        ds.x_test, (nhwc(x_test) - mean) / std, rtol=1e-4, atol=1e-4
+    )
     np.testing.assert_array_equal(ds.y_test, np.arange(12) % 10)
     np.testing.assert_array_equal(ds.y_train, train_idx % 10)
     # Cached: the second load downloads nothing.
-    again = datasets.load("cifar10", cache_dir=tmp_path / "cache",
-                          validation_split=0.2)
+    again = datasets.load(
+        "cifar10", cache_dir=tmp_path / "cache", validation_split=0.2
+    )
     assert len(calls) == 1
     np.testing.assert_array_equal(again.x_train, ds.x_train)
 
@@ -410,8 +427,10 @@ def test_keras_datasets_offline_fails_fast(tmp_path, monkeypatch):
 def test_tfds_installed():
     import importlib.util
 
-    expected = all(importlib.util.find_spec(m) is not None
-                   for m in ("tensorflow", "tensorflow_datasets"))
+    expected = all(
+        importlib.util.find_spec(m) is not None
+        for m in ("tensorflow", "tensorflow_datasets")
+    )
     assert datasets._tfds_installed() is expected
 
 
@@ -425,15 +444,19 @@ def test_import_is_light():
     )
     out = subprocess.run(
         [sys.executable, "-c", code],
-        capture_output=True, text=True, timeout=120, check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
         env={**os.environ, "KERAS_BACKEND": keras.backend.backend()},
     )
     assert out.stdout.strip().splitlines()[-1] == "[]"
 
 
 @pytest.mark.parametrize("module", ["tensorflow", "tensorflow_datasets"])
-def test_missing_tensorflow_datasets(image_folder, tmp_path, monkeypatch,
-                                     module):
+def test_missing_tensorflow_datasets(
+    image_folder, tmp_path, monkeypatch, module
+):
     monkeypatch.setitem(sys.modules, module, None)
     with pytest.raises(
         ImportError,
@@ -462,7 +485,9 @@ def test_can_reach_a_listening_and_a_closed_port():
 def test_fashion_mnist_from_idx_files(tmp_path, gzipped):
     root = write_idx_folder(tmp_path / "fm", gzipped=gzipped)
     ds = datasets.load(
-        "fashion_mnist", data_dir=root, validation_split=0.25,
+        "fashion_mnist",
+        data_dir=root,
+        validation_split=0.25,
         cache_dir=tmp_path / "cache",
     )
     assert ds.name == "fashion_mnist"
@@ -531,7 +556,9 @@ def test_fashion_mnist_download_failure(tmp_path, monkeypatch):
 )
 def test_real_fashion_mnist(tmp_path):
     ds = datasets.load(
-        "fashion_mnist", max_train_samples=1000, max_test_samples=200,
+        "fashion_mnist",
+        max_train_samples=1000,
+        max_test_samples=200,
         cache_dir=tmp_path,
     )
     assert (len(ds.x_train), len(ds.x_val), len(ds.x_test)) == (900, 100, 200)
@@ -558,7 +585,9 @@ def test_real_cifar10_jpeg_copy_subset(tmp_path):
             for name in sorted(os.listdir(src))[:count]:
                 os.symlink(os.path.join(src, name), dst / name)
     ds = datasets.load(
-        "cifar10", data_dir=tmp_path / "copy", validation_split=0.5,
+        "cifar10",
+        data_dir=tmp_path / "copy",
+        validation_split=0.5,
         cache_dir=tmp_path / "cache",
     )
     assert ds.label == "CIFAR-10 (JPEG copy)"
@@ -603,8 +632,11 @@ def test_bad_seed():
 
 def test_subset_larger_than_the_split(image_folder, tmp_path):
     ds = datasets.load(
-        "cifar10", data_dir=image_folder, max_train_samples=1000,
-        max_test_samples=1000, cache_dir=tmp_path,
+        "cifar10",
+        data_dir=image_folder,
+        max_train_samples=1000,
+        max_test_samples=1000,
+        cache_dir=tmp_path,
     )
     assert (len(ds.x_train), len(ds.x_val), len(ds.x_test)) == (36, 4, 20)
 
@@ -646,8 +678,11 @@ def test_no_training_image_left(image_folder, tmp_path):
         r"max_train_samples=2",
     ):
         datasets.load(
-            "cifar10", data_dir=image_folder, validation_split=0.9,
-            max_train_samples=2, cache_dir=tmp_path,
+            "cifar10",
+            data_dir=image_folder,
+            validation_split=0.9,
+            max_train_samples=2,
+            cache_dir=tmp_path,
         )
 
 
@@ -677,9 +712,7 @@ def test_data_dir_without_splits(tmp_path):
 
 
 def test_data_dir_with_other_classes(tmp_path):
-    root = write_image_folder(
-        tmp_path / "data", 1, 1, classes=("cat", "dog")
-    )
+    root = write_image_folder(tmp_path / "data", 1, 1, classes=("cat", "dog"))
     with pytest.raises(
         ValueError,
         match=r"one folder per CIFAR-10 class, named airplane, .*truck; "

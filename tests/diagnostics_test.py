@@ -14,10 +14,15 @@ import numpy as np
 import pytest
 
 from keras_affine_div import diagnostics
+from keras_affine_div.layers import AffineLikeConv1D
 from keras_affine_div.layers import AffineLikeConv2D
+from keras_affine_div.layers import AffineLikeConv3D
 from keras_affine_div.layers import AffineLikeDense
 from keras_affine_div.layers import NormLikeDense
+from keras_affine_div.layers import PatchNormConv1D
 from keras_affine_div.layers import PatchNormConv2D
+from keras_affine_div.layers import PatchNormConv3D
+from tests.layers import reference
 from tests.layers.common import skip_unless_supported
 
 EPSILON = 1e-3
@@ -110,6 +115,33 @@ SINGLE_SAMPLE_CASES = {
     "patch_norm_conv2d": (
         lambda: PatchNormConv2D(4, 3, epsilon=EPSILON),
         (3, 3, 2),
+        _norm_like_scale,
+    ),
+    # Causal 1D on one step: the window is two zeros and that step.
+    "conv1d_causal": (
+        lambda: keras.layers.Conv1D(4, 3, padding="causal"),
+        (1, 3),
+        _dense_scale,
+    ),
+    "affine_like_conv1d_causal": (
+        lambda: AffineLikeConv1D(4, 3, padding="causal"),
+        (1, 3),
+        _one_scale,
+    ),
+    "patch_norm_conv1d": (
+        lambda: PatchNormConv1D(4, 2, epsilon=EPSILON),
+        (2, 3),
+        _norm_like_scale,
+    ),
+    "conv3d": (lambda: keras.layers.Conv3D(4, 2), (2, 2, 2, 2), _dense_scale),
+    "affine_like_conv3d": (
+        lambda: AffineLikeConv3D(4, 2),
+        (2, 2, 2, 2),
+        _one_scale,
+    ),
+    "patch_norm_conv3d": (
+        lambda: PatchNormConv3D(4, 2, epsilon=EPSILON),
+        (2, 2, 2, 2),
         _norm_like_scale,
     ),
 }
@@ -242,8 +274,12 @@ def _patches(x, kernel_size, strides, padding):
         out_h = (height - kernel_size) // strides + 1
         out_w = (width - kernel_size) // strides + 1
     patches = [
-        x[:, r * strides : r * strides + kernel_size,
-          s * strides : s * strides + kernel_size, :].reshape(batch, -1)
+        x[
+            :,
+            r * strides : r * strides + kernel_size,
+            s * strides : s * strides + kernel_size,
+            :,
+        ].reshape(batch, -1)
         for r in range(out_h)
         for s in range(out_w)
     ]
@@ -405,6 +441,45 @@ def test_channels_first_measures_what_channels_last_measures(layer_cls):
     np.testing.assert_allclose(
         result.input_sq_norm, expected.input_sq_norm, rtol=1e-6
     )
+
+
+@pytest.mark.parametrize(
+    "layer_cls,kwargs",
+    [
+        (keras.layers.Conv2D, {}),
+        (AffineLikeConv2D, {}),
+        (PatchNormConv2D, {"epsilon": EPSILON}),
+    ],
+    ids=["conv2d", "affine_like_conv2d", "patch_norm_conv2d"],
+)
+def test_grouped_conv_measures_the_patch_norms_the_layer_divides_by(
+    layer_cls, kwargs
+):
+    # With groups=2 each filter sees (and ours divide by) the patch of its
+    # own group: window x half of the channels.
+    layer = layer_cls(4, 3, groups=2, padding="same", **kwargs)
+    model = _model(layer, (4, 4, 6))
+    x, y = _batch((4, 4, 6), 3)
+    result = _measure(model, layer, x, y, learning_rate=0.1)
+    per_group = reference.patch_squared_norms(
+        x, (3, 3), (1, 1), padding="same", groups=2
+    )
+    np.testing.assert_allclose(
+        result.input_sq_norm, per_group.reshape(3, -1).mean(axis=1), rtol=1e-5
+    )
+    whole = reference.patch_squared_norms(x, (3, 3), (1, 1), padding="same")
+    assert np.all(result.input_sq_norm < 0.75 * whole.reshape(3, -1).mean(1))
+
+
+def test_grouped_affine_like_conv_single_position_scale_is_one():
+    layer = AffineLikeConv2D(4, 3, groups=2)
+    model = _model(layer, (3, 3, 4))
+    x, y = _batch((3, 3, 4), 1)
+    result = _measure(model, layer, x, y)
+    np.testing.assert_allclose(result.scale, [1.0], rtol=2e-3)
+    np.testing.assert_allclose(result.cosine, [1.0], atol=1e-5)
+    groups = np.sum(x.astype("float64").reshape(9, 2, 2) ** 2, axis=(0, 2))
+    np.testing.assert_allclose(result.input_sq_norm, [groups.mean()], rtol=1e-6)
 
 
 def test_undefined_samples_are_nan_and_skipped_by_the_summaries():
@@ -622,9 +697,7 @@ def test_layer_that_the_model_does_not_call_is_rejected():
     model = _UnusedLayerModel()
     x = np.ones((2, 3), "float32")
     model(x)
-    with pytest.raises(
-        ValueError, match=r"Received: layer='unused', calls=0"
-    ):
+    with pytest.raises(ValueError, match=r"Received: layer='unused', calls=0"):
         diagnostics.activation_update_alignment(
             model, "unused", x, np.ones((2, 2), "float32"), "mse"
         )
@@ -726,13 +799,21 @@ def test_rejects_bad_batches(x_shape, y_shape, match):
 @pytest.mark.parametrize(
     "learning_rate,error,match",
     [
-        (0.0, ValueError, r"Expected a finite float > 0\. Received: "
-         r"learning_rate=0\.0"),
+        (
+            0.0,
+            ValueError,
+            r"Expected a finite float > 0\. Received: "
+            r"learning_rate=0\.0",
+        ),
         (-1e-3, ValueError, r"Received: learning_rate=-0\.001"),
         (float("nan"), ValueError, r"Received: learning_rate=nan"),
         (float("inf"), ValueError, r"Received: learning_rate=inf"),
-        ("0.1", TypeError, r"Expected a positive float\. Received: "
-         r"learning_rate='0\.1'"),
+        (
+            "0.1",
+            TypeError,
+            r"Expected a positive float\. Received: "
+            r"learning_rate='0\.1'",
+        ),
         (True, TypeError, r"Received: learning_rate=True"),
     ],
     ids=["zero", "negative", "nan", "inf", "string", "bool"],

@@ -9,10 +9,18 @@ import pytest
 from keras_affine_div import hypermodels
 from keras_affine_div import models
 
-MLP_KWARGS = {"input_shape": (4, 4, 3), "num_classes": 5, "depth": 1,
-              "width": 8}
-CNN_KWARGS = {"input_shape": (8, 8, 3), "num_classes": 5, "depth": 1,
-              "filters": 4}
+MLP_KWARGS = {
+    "input_shape": (4, 4, 3),
+    "num_classes": 5,
+    "depth": 1,
+    "width": 8,
+}
+CNN_KWARGS = {
+    "input_shape": (8, 8, 3),
+    "num_classes": 5,
+    "depth": 1,
+    "filters": 4,
+}
 
 
 def _space(hypermodel):
@@ -28,10 +36,18 @@ def _configs(hp):
 @pytest.mark.parametrize(
     "cls,variants,ours,kwargs",
     [
-        (hypermodels.MLPHyperModel, models.MLP_VARIANTS,
-         models.OUR_MLP_VARIANTS, MLP_KWARGS),
-        (hypermodels.CNNHyperModel, models.CNN_VARIANTS,
-         models.OUR_CNN_VARIANTS, CNN_KWARGS),
+        (
+            hypermodels.MLPHyperModel,
+            models.MLP_VARIANTS,
+            models.OUR_MLP_VARIANTS,
+            MLP_KWARGS,
+        ),
+        (
+            hypermodels.CNNHyperModel,
+            models.CNN_VARIANTS,
+            models.OUR_CNN_VARIANTS,
+            CNN_KWARGS,
+        ),
     ],
     ids=["mlp", "cnn"],
 )
@@ -78,8 +94,7 @@ def test_default_search_space():
 
 @pytest.mark.parametrize(
     "optimizer,cls,momentum",
-    [("sgd", keras.optimizers.SGD, 0.9), ("adam", keras.optimizers.Adam,
-                                          None)],
+    [("sgd", keras.optimizers.SGD, 0.9), ("adam", keras.optimizers.Adam, None)],
 )
 def test_compiles_with_the_chosen_optimizer(optimizer, cls, momentum):
     hypermodel = hypermodels.MLPHyperModel("dense", **MLP_KWARGS)
@@ -128,13 +143,16 @@ def test_passes_the_model_size_and_kernel_scale_to_the_builder(
     if hypermodel.searches_kernel_scale:
         hp.values["kernel_scale"] = 2.0
     hypermodel.build(hp)
-    (args, kw), = calls
+    ((args, kw),) = calls
     assert args == (variant, kwargs["input_shape"], kwargs["num_classes"])
-    size = {k: v for k, v in kwargs.items() if k in ("depth", "width",
-                                                       "filters")}
-    assert kw == dict(size, activation="relu",
-                      kernel_scale=2.0 if hypermodel.searches_kernel_scale
-                      else None)
+    size = {
+        k: v for k, v in kwargs.items() if k in ("depth", "width", "filters")
+    }
+    assert kw == dict(
+        size,
+        activation="relu",
+        kernel_scale=2.0 if hypermodel.searches_kernel_scale else None,
+    )
 
 
 def test_kernel_scales_none_keeps_the_default_initialisation():
@@ -147,39 +165,76 @@ def test_kernel_scales_none_keeps_the_default_initialisation():
 
 def test_hyperparameter_names_are_stable():
     assert hypermodels.HYPERPARAMETER_NAMES == (
-        "learning_rate", "optimizer", "kernel_scale"
+        "learning_rate",
+        "optimizer",
+        "kernel_scale",
     )
 
 
 @pytest.mark.parametrize(
     "kwargs,error,match",
     [
-        ({"variant": "conv"}, ValueError,
-         r"Expected one of the mlp variants .* Received: variant='conv'"),
-        ({"optimizers": "sgd"}, TypeError,
-         r"Expected a list or tuple .* Received: optimizers='sgd'"),
-        ({"optimizers": ("sgd", "rmsprop")}, ValueError,
-         r"distinct names .* Received: optimizers=\('sgd', 'rmsprop'\)"),
+        (
+            {"variant": "conv"},
+            ValueError,
+            r"Expected one of the mlp variants .* Received: variant='conv'",
+        ),
+        (
+            {"optimizers": "sgd"},
+            TypeError,
+            r"Expected a list or tuple .* Received: optimizers='sgd'",
+        ),
+        (
+            {"optimizers": ("sgd", "rmsprop")},
+            ValueError,
+            r"distinct names .* Received: optimizers=\('sgd', 'rmsprop'\)",
+        ),
         ({"optimizers": ()}, ValueError, r"Received: optimizers=\(\)"),
-        ({"lr_range": (1.0, 1e-3)}, ValueError,
-         r"`\(low, high\)` with `0 < low < high`. "
-         r"Received: lr_range=\(1.0, 0.001\)"),
+        (
+            {"lr_range": (1.0, 1e-3)},
+            ValueError,
+            r"`\(low, high\)` with `0 < low < high`. "
+            r"Received: lr_range=\(1.0, 0.001\)",
+        ),
         ({"lr_range": (0, 1.0)}, ValueError, r"Received: lr_range=\(0, 1.0\)"),
         ({"lr_range": 0.1}, ValueError, r"Received: lr_range=0.1"),
-        ({"kernel_scales": (1.0, -2.0)}, ValueError,
-         r"positive numbers. Received: kernel_scales=\(1.0, -2.0\)"),
+        (
+            {"kernel_scales": (1.0, -2.0)},
+            ValueError,
+            r"positive numbers. Received: kernel_scales=\(1.0, -2.0\)",
+        ),
         ({"kernel_scales": ()}, ValueError, r"Received: kernel_scales=\(\)"),
-        ({"schedule": "step"}, ValueError,
-         r"Expected one of \('constant', 'cosine'\). Received: "
-         r"schedule='step'"),
-        ({"warmup_epochs": -1}, ValueError,
-         r"non-negative integer. Received: warmup_epochs=-1"),
-        ({"momentum": 1.0}, ValueError,
-         r"a number in \[0, 1\). Received: momentum=1.0"),
+        (
+            {"schedule": "step"},
+            ValueError,
+            r"Expected one of \('constant', 'cosine'\). Received: "
+            r"schedule='step'",
+        ),
+        (
+            {"warmup_epochs": -1},
+            ValueError,
+            r"non-negative integer. Received: warmup_epochs=-1",
+        ),
+        (
+            {"momentum": 1.0},
+            ValueError,
+            r"a number in \[0, 1\). Received: momentum=1.0",
+        ),
     ],
-    ids=["variant", "optimizers_type", "optimizers_name", "optimizers_empty",
-         "lr_order", "lr_zero", "lr_scalar", "scales_negative",
-         "scales_empty", "schedule", "warmup", "momentum"],
+    ids=[
+        "variant",
+        "optimizers_type",
+        "optimizers_name",
+        "optimizers_empty",
+        "lr_order",
+        "lr_zero",
+        "lr_scalar",
+        "scales_negative",
+        "scales_empty",
+        "schedule",
+        "warmup",
+        "momentum",
+    ],
 )
 def test_invalid_arguments(kwargs, error, match):
     arguments = dict(MLP_KWARGS, variant="dense")
@@ -189,14 +244,20 @@ def test_invalid_arguments(kwargs, error, match):
 
 
 def test_invalid_cnn_variant():
-    with pytest.raises(ValueError, match=r"cnn variants .* "
-                       r"Received: variant='affine_like'"):
+    with pytest.raises(
+        ValueError,
+        match=r"cnn variants .* "
+        r"Received: variant='affine_like'",
+    ):
         hypermodels.CNNHyperModel("affine_like", **CNN_KWARGS)
 
 
 def test_make_optimizer_rejects_an_unknown_name():
-    with pytest.raises(ValueError, match=r"Expected one of \('sgd', 'adam'\)."
-                       r" Received: optimizer='rmsprop'"):
+    with pytest.raises(
+        ValueError,
+        match=r"Expected one of \('sgd', 'adam'\)."
+        r" Received: optimizer='rmsprop'",
+    ):
         hypermodels.make_optimizer("rmsprop", 0.1)
 
 
@@ -212,7 +273,9 @@ def test_keras_tuner_is_optional_for_the_library():
         "    print(e)\n"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True,
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
         timeout=300,
     )
     assert out.stdout.strip() == (
@@ -222,8 +285,7 @@ def test_keras_tuner_is_optional_for_the_library():
 
 
 def test_cosine_schedule_values():
-    schedule = hypermodels.cosine_schedule(0.2, total_steps=12,
-                                           warmup_steps=4)
+    schedule = hypermodels.cosine_schedule(0.2, total_steps=12, warmup_steps=4)
     values = [float(schedule(step)) for step in range(13)]
     # Linear warm-up from 0, then a half cosine from the peak to 0.
     expected = [0.2 * s / 4 for s in range(4)] + [
@@ -232,23 +294,35 @@ def test_cosine_schedule_values():
     np.testing.assert_allclose(values, expected, atol=1e-6)
     plain = hypermodels.cosine_schedule(0.2, total_steps=10)
     assert float(plain(0)) == pytest.approx(0.2)
-    with pytest.raises(ValueError, match=r"Expected `0 <= warmup_steps < "
-                       r"total_steps`. Received: total_steps=4, "
-                       r"warmup_steps=4"):
+    with pytest.raises(
+        ValueError,
+        match=r"Expected `0 <= warmup_steps < "
+        r"total_steps`. Received: total_steps=4, "
+        r"warmup_steps=4",
+    ):
         hypermodels.cosine_schedule(0.1, total_steps=4, warmup_steps=4)
 
 
 def _tiny_data(n=48, features=4):
     rng = np.random.default_rng(0)
-    return (rng.standard_normal((n, features)).astype("float32"),
-            np.arange(n) % 3)
+    return (
+        rng.standard_normal((n, features)).astype("float32"),
+        np.arange(n) % 3,
+    )
 
 
 def test_fit_runs_the_cosine_schedule_over_the_whole_run():
     x, y = _tiny_data()
     hypermodel = hypermodels.MLPHyperModel(
-        "affine_like", (4,), 3, depth=1, width=8, optimizers=("sgd",),
-        kernel_scales=(0.5,), schedule="cosine", warmup_epochs=1,
+        "affine_like",
+        (4,),
+        3,
+        depth=1,
+        width=8,
+        optimizers=("sgd",),
+        kernel_scales=(0.5,),
+        schedule="cosine",
+        warmup_epochs=1,
         momentum=0.5,
     )
     hp = keras_tuner.HyperParameters()
@@ -258,19 +332,29 @@ def test_fit_runs_the_cosine_schedule_over_the_whole_run():
 
     class Rates(keras.callbacks.Callback):
         def on_train_batch_begin(self, batch, logs=None):
-            seen.append(float(keras.ops.convert_to_numpy(
-                self.model.optimizer.learning_rate)))
+            seen.append(
+                float(
+                    keras.ops.convert_to_numpy(
+                        self.model.optimizer.learning_rate
+                    )
+                )
+            )
 
-    hypermodel.fit(hp, model, x, y, epochs=3, batch_size=16,
-                   callbacks=[Rates()], verbose=0)
+    hypermodel.fit(
+        hp, model, x, y, epochs=3, batch_size=16, callbacks=[Rates()], verbose=0
+    )
     lr = hp.get("learning_rate")
     # 3 steps per epoch: warm-up over the first epoch, then down to 0.
-    expected = [float(hypermodels.cosine_schedule(lr, 9, 3)(s))
-                for s in range(9)]
+    expected = [
+        float(hypermodels.cosine_schedule(lr, 9, 3)(s)) for s in range(9)
+    ]
     np.testing.assert_allclose(seen, expected, rtol=1e-5, atol=1e-9)
     assert seen[0] == 0.0 and max(seen) == pytest.approx(lr)
-    with pytest.raises(ValueError, match=r"more epochs than the warm-up's. "
-                       r"Received: epochs=1, warmup_epochs=1"):
+    with pytest.raises(
+        ValueError,
+        match=r"more epochs than the warm-up's. "
+        r"Received: epochs=1, warmup_epochs=1",
+    ):
         hypermodel.fit(hp, hypermodel.build(hp), x, y, epochs=1)
 
 
@@ -278,12 +362,18 @@ def test_fit_stops_a_diverging_run_at_once():
     x, y = _tiny_data()
     x[20] = np.nan  # in the second batch of the first epoch
     hypermodel = hypermodels.MLPHyperModel(
-        "dense", (4,), 3, depth=2, width=8, optimizers=("sgd",),
+        "dense",
+        (4,),
+        3,
+        depth=2,
+        width=8,
+        optimizers=("sgd",),
     )
     hp = keras_tuner.HyperParameters()
     model = hypermodel.build(hp)
-    history = hypermodel.fit(hp, model, x, y, epochs=5, batch_size=16,
-                             shuffle=False, verbose=0)
+    history = hypermodel.fit(
+        hp, model, x, y, epochs=5, batch_size=16, shuffle=False, verbose=0
+    )
     # TerminateOnNaN ends training in the epoch that met a non-finite loss.
     assert len(history.history["loss"]) == 1
     assert int(keras.ops.convert_to_numpy(model.optimizer.iterations)) == 2

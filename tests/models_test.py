@@ -91,7 +91,8 @@ def _assert_block_activations(blocks, expected):
         assert [l.activation for l in separate] == [expected] * len(separate)
         assert all(
             l.activation is keras.activations.linear
-            for l in fused if hasattr(l, "activation")
+            for l in fused
+            if hasattr(l, "activation")
         )
     else:
         assert [l.activation for l in fused] == [expected] * len(fused)
@@ -116,7 +117,11 @@ def test_mlp_arm_trains(variant):
 @pytest.mark.parametrize("variant", models.MLP_VARIANTS)
 def test_mlp_layers(variant):
     model = models.mlp(
-        variant, MLP_INPUT, NUM_CLASSES, depth=3, width=6,
+        variant,
+        MLP_INPUT,
+        NUM_CLASSES,
+        depth=3,
+        width=6,
         activation="leaky_relu",
     )
     assert model.name == f"mlp_{variant}"
@@ -137,10 +142,19 @@ def test_mlp_layers(variant):
 
 
 def test_affine_like_head_kernel_scale_reaches_the_head():
-    model = models.mlp("affine_like_head", MLP_INPUT, NUM_CLASSES, depth=1,
-                       width=4, kernel_scale=0.25)
-    stddevs = [l.kernel_initializer.stddev for l in model.layers
-               if type(l) is layers.AffineLikeDense]
+    model = models.mlp(
+        "affine_like_head",
+        MLP_INPUT,
+        NUM_CLASSES,
+        depth=1,
+        width=4,
+        kernel_scale=0.25,
+    )
+    stddevs = [
+        l.kernel_initializer.stddev
+        for l in model.layers
+        if type(l) is layers.AffineLikeDense
+    ]
     assert stddevs == [0.25, 0.25]
 
 
@@ -166,9 +180,7 @@ def test_cnn_layers(variant):
     model = models.cnn(variant, CNN_INPUT, NUM_CLASSES, depth=3, filters=2)
     assert model.name == f"cnn_{variant}"
     assert model.output_shape == (None, NUM_CLASSES)
-    pools = [
-        l for l in model.layers if type(l) is keras.layers.MaxPooling2D
-    ]
+    pools = [l for l in model.layers if type(l) is keras.layers.MaxPooling2D]
     assert len(pools) == 3
     assert type(model.layers[-2]) is keras.layers.GlobalAveragePooling2D
     blocks = [
@@ -235,8 +247,10 @@ def test_kernel_scale_reaches_our_layers(builder, variant):
     size = {"width": 64} if builder is models.mlp else {"filters": 32}
     input_shape = (16, 16, 1) if builder is models.mlp else (8, 8, 16)
     ours = (
-        layers.AffineLikeDense, layers.NormLikeDense,
-        layers.PatchNormConv2D, layers.AffineLikeConv2D,
+        layers.AffineLikeDense,
+        layers.NormLikeDense,
+        layers.PatchNormConv2D,
+        layers.AffineLikeConv2D,
     )
     for scale in (0.25, None):
         model = builder(
@@ -256,12 +270,19 @@ def test_kernel_scale_reaches_our_layers(builder, variant):
 @pytest.mark.parametrize("variant", ["affine_like", "patch_norm"])
 def test_model_save_and_reload(variant, tmp_path):
     if variant == "affine_like":
-        model = models.mlp(variant, MLP_INPUT, NUM_CLASSES, depth=2, width=8,
-                           kernel_scale=0.5)
+        model = models.mlp(
+            variant, MLP_INPUT, NUM_CLASSES, depth=2, width=8, kernel_scale=0.5
+        )
         shape = MLP_INPUT
     else:
-        model = models.cnn(variant, CNN_INPUT, NUM_CLASSES, depth=2, filters=4,
-                           kernel_scale=0.5)
+        model = models.cnn(
+            variant,
+            CNN_INPUT,
+            NUM_CLASSES,
+            depth=2,
+            filters=4,
+            kernel_scale=0.5,
+        )
         shape = CNN_INPUT
     path = os.path.join(tmp_path, "model.keras")
     model.save(path)
@@ -302,27 +323,56 @@ def test_cnn_variant_is_not_an_mlp_variant():
 @pytest.mark.parametrize(
     "builder,kwargs,error,message",
     [
-        (models.mlp, {"depth": 0}, ValueError,
-         r"Expected a positive integer. Received: depth=0"),
-        (models.mlp, {"depth": 2.0}, TypeError,
-         r"Expected a positive integer. Received: depth=2.0"),
-        (models.mlp, {"width": -1}, ValueError,
-         r"Expected a positive integer. Received: width=-1"),
+        (
+            models.mlp,
+            {"depth": 0},
+            ValueError,
+            r"Expected a positive integer. Received: depth=0",
+        ),
+        (
+            models.mlp,
+            {"depth": 2.0},
+            TypeError,
+            r"Expected a positive integer. Received: depth=2.0",
+        ),
+        (
+            models.mlp,
+            {"width": -1},
+            ValueError,
+            r"Expected a positive integer. Received: width=-1",
+        ),
         (models.mlp, {"width": "64"}, TypeError, r"Received: width='64'"),
-        (models.cnn, {"filters": 0}, ValueError,
-         r"Expected a positive integer. Received: filters=0"),
-        (models.cnn, {"filters": True}, TypeError,
-         r"Received: filters=True"),
+        (
+            models.cnn,
+            {"filters": 0},
+            ValueError,
+            r"Expected a positive integer. Received: filters=0",
+        ),
+        (models.cnn, {"filters": True}, TypeError, r"Received: filters=True"),
         (models.cnn, {"depth": -2}, ValueError, r"Received: depth=-2"),
-        (models.mlp, {"num_classes": 0}, ValueError,
-         r"Received: num_classes=0"),
-        (models.cnn, {"num_classes": None}, TypeError,
-         r"Received: num_classes=None"),
+        (
+            models.mlp,
+            {"num_classes": 0},
+            ValueError,
+            r"Received: num_classes=0",
+        ),
+        (
+            models.cnn,
+            {"num_classes": None},
+            TypeError,
+            r"Received: num_classes=None",
+        ),
     ],
     ids=[
-        "mlp_depth_zero", "mlp_depth_float", "width_negative", "width_str",
-        "filters_zero", "filters_bool", "cnn_depth_negative",
-        "mlp_num_classes_zero", "cnn_num_classes_none",
+        "mlp_depth_zero",
+        "mlp_depth_float",
+        "width_negative",
+        "width_str",
+        "filters_zero",
+        "filters_bool",
+        "cnn_depth_negative",
+        "mlp_num_classes_zero",
+        "cnn_num_classes_none",
     ],
 )
 def test_bad_sizes(builder, kwargs, error, message):
@@ -351,8 +401,14 @@ def test_cnn_too_deep_for_the_image():
         (models.mlp, 784, "a tuple of at least 1 positive integers"),
         (models.mlp, (28, 28.0), "a tuple of at least 1 positive integers"),
     ],
-    ids=["cnn_rank2", "cnn_rank4", "cnn_zero", "mlp_empty", "mlp_int",
-         "mlp_float"],
+    ids=[
+        "cnn_rank2",
+        "cnn_rank4",
+        "cnn_zero",
+        "mlp_empty",
+        "mlp_int",
+        "mlp_float",
+    ],
 )
 def test_bad_input_shape(builder, input_shape, expected):
     variant = "dense" if builder is models.mlp else "conv"
@@ -379,14 +435,26 @@ def test_bad_activation(builder):
 
 @pytest.mark.parametrize(
     "builder,variant",
-    [(models.mlp, v) for v in models.MLP_VARIANTS
-     if v not in models.OUR_MLP_VARIANTS]
-    + [(models.cnn, v) for v in models.CNN_VARIANTS
-       if v not in models.OUR_CNN_VARIANTS],
-    ids=[f"mlp_{v}" for v in models.MLP_VARIANTS
-         if v not in models.OUR_MLP_VARIANTS]
-    + [f"cnn_{v}" for v in models.CNN_VARIANTS
-       if v not in models.OUR_CNN_VARIANTS],
+    [
+        (models.mlp, v)
+        for v in models.MLP_VARIANTS
+        if v not in models.OUR_MLP_VARIANTS
+    ]
+    + [
+        (models.cnn, v)
+        for v in models.CNN_VARIANTS
+        if v not in models.OUR_CNN_VARIANTS
+    ],
+    ids=[
+        f"mlp_{v}"
+        for v in models.MLP_VARIANTS
+        if v not in models.OUR_MLP_VARIANTS
+    ]
+    + [
+        f"cnn_{v}"
+        for v in models.CNN_VARIANTS
+        if v not in models.OUR_CNN_VARIANTS
+    ],
 )
 def test_kernel_scale_for_a_baseline(builder, variant):
     with pytest.raises(
@@ -401,12 +469,20 @@ def test_kernel_scale_for_a_baseline(builder, variant):
 @pytest.mark.parametrize(
     "value,error,message",
     [
-        (0.0, ValueError, r"Expected a finite float > 0. "
-         r"Received: kernel_scale=0.0"),
+        (
+            0.0,
+            ValueError,
+            r"Expected a finite float > 0. "
+            r"Received: kernel_scale=0.0",
+        ),
         (-1, ValueError, r"Received: kernel_scale=-1"),
         (float("nan"), ValueError, r"Received: kernel_scale=nan"),
-        ("1.0", TypeError, r"Expected a positive float. "
-         r"Received: kernel_scale='1.0'"),
+        (
+            "1.0",
+            TypeError,
+            r"Expected a positive float. "
+            r"Received: kernel_scale='1.0'",
+        ),
     ],
     ids=["zero", "negative", "nan", "str"],
 )

@@ -25,8 +25,7 @@ KERNEL_NAME = "keras-affine-div-test"
 
 def _is_plot_cell(cell):
     return cell.cell_type == "code" and (
-        "plot" in cell.metadata.get("tags", [])
-        or "plt.show()" in cell.source
+        "plot" in cell.metadata.get("tags", []) or "plt.show()" in cell.source
     )
 
 
@@ -42,8 +41,11 @@ def _kernel_manager(kernel_dir):
         json.dumps(
             {
                 "argv": [
-                    sys.executable, "-m", "ipykernel_launcher",
-                    "-f", "{connection_file}",
+                    sys.executable,
+                    "-m",
+                    "ipykernel_launcher",
+                    "-f",
+                    "{connection_file}",
                 ],
                 "display_name": "keras-affine-div tests",
                 "language": "python",

@@ -16,7 +16,9 @@ import numpy as np
 # cloned, unless KERAS_AFFINE_DIV_CIFAR10_DIR names another copy.
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CIFAR10_JPEG_COPY = os.environ.get("KERAS_AFFINE_DIV_CIFAR10_DIR") or (
-    os.path.join(os.path.dirname(REPO_ROOT), "shared", "datasets", "cifar10-jpeg")
+    os.path.join(
+        os.path.dirname(REPO_ROOT), "shared", "datasets", "cifar10-jpeg"
+    )
 )
 
 POLICIES = {
@@ -53,8 +55,8 @@ def assert_config_round_trip(layer_cls, init_kwargs):
             # by the round trip below.
             continue
         if isinstance(stored, tuple):
-            expected = value if isinstance(value, tuple) else (value,) * len(
-                stored
+            expected = (
+                value if isinstance(value, tuple) else (value,) * len(stored)
             )
             assert stored == tuple(expected), (name, stored, value)
         else:
@@ -131,13 +133,17 @@ def run_layer_test(
     )
     before = [to_numpy(w) for w in model.trainable_weights]
     target = rng.standard_normal(expected_output_shape).astype("float32")
-    history = model.fit(x, target, batch_size=input_shape[0], epochs=1, verbose=0)
+    history = model.fit(
+        x, target, batch_size=input_shape[0], epochs=1, verbose=0
+    )
     assert np.isfinite(history.history["loss"][0])
     after = [to_numpy(w) for w in model.trainable_weights]
     assert all(not np.array_equal(a, b) for a, b in zip(before, after))
 
     # Also inside a Sequential model.
-    seq = keras.Sequential([keras.Input(input_shape[1:]), layer_cls(**init_kwargs)])
+    seq = keras.Sequential(
+        [keras.Input(input_shape[1:]), layer_cls(**init_kwargs)]
+    )
     assert tuple(seq(x).shape) == tuple(expected_output_shape)
 
     # Dtype policies: weights, output dtype, values close to float32.

@@ -1,15 +1,19 @@
 """Shared machinery of the dense and convolutional layers (private).
 
-The public layers subclass `BaseDivergenceDense` or `BaseDivergenceConv2D`
-and implement `call`; arguments, weights, shapes and configs live here so
-that the four layers cannot drift apart.
+The public dense layers subclass `BaseDivergenceDense` and implement
+`call`; the convolutions subclass the rank-generic bases of `_base_conv`.
+Arguments, weights (LoRA included), shapes and configs live here so that
+the layers cannot drift apart.
 """
+
+import contextlib
+import numbers
 
 import keras
 from keras import ops
 
 from keras_affine_div import _backend
-from keras_affine_div.layers import _validation
+from keras_affine_div import _validation
 
 
 def default_kernel_initializer():
@@ -40,8 +44,13 @@ def statistics_dtype(compute_dtype):
     return "float64" if compute_dtype == "float64" else "float32"
 
 
-class _BaseDivergenceLayer(keras.layers.Layer):
-    """Arguments common to the four layers."""
+class BaseDivergenceLayer(keras.layers.Layer):
+    """Arguments, kernel and bias common to every layer, with LoRA.
+
+    The kernel variable is `_kernel`; the `kernel` property is what the
+    layer applies: the variable itself, or with LoRA enabled the merged
+    kernel (as in Keras' `Dense` and `BaseConv`).
+    """
 
     def __init__(
         self,
@@ -54,6 +63,8 @@ class _BaseDivergenceLayer(keras.layers.Layer):
         activity_regularizer=None,
         kernel_constraint=None,
         bias_constraint=None,
+        lora_rank=None,
+        lora_alpha=None,
         **kwargs,
     ):
         if not isinstance(use_bias, bool):
@@ -61,6 +72,9 @@ class _BaseDivergenceLayer(keras.layers.Layer):
                 "Received an invalid type for argument `use_bias`. Expected "
                 f"a bool. Received: use_bias={use_bias!r}"
             )
+        if lora_rank is not None:
+            lora_rank = _validation.positive_int(lora_rank, "lora_rank")
+        lora_alpha = _lora_alpha(lora_alpha, "lora_alpha")
         super().__init__(activity_regularizer=activity_regularizer, **kwargs)
         self.activation = keras.activations.get(activation)
         self.use_bias = use_bias
@@ -72,25 +86,137 @@ class _BaseDivergenceLayer(keras.layers.Layer):
         self.bias_regularizer = keras.regularizers.get(bias_regularizer)
         self.kernel_constraint = keras.constraints.get(kernel_constraint)
         self.bias_constraint = keras.constraints.get(bias_constraint)
+        self.lora_rank = lora_rank
+        self.lora_alpha = lora_alpha if lora_alpha is not None else lora_rank
+        self.lora_enabled = False
 
-    def _add_kernel_and_bias(self, kernel_shape, bias_shape):
-        self.kernel = self.add_weight(
-            name="kernel",
-            shape=kernel_shape,
-            initializer=self.kernel_initializer,
-            regularizer=self.kernel_regularizer,
-            constraint=self.kernel_constraint,
-        )
-        if self.use_bias:
-            self.bias = self.add_weight(
-                name="bias",
-                shape=bias_shape,
-                initializer=self.bias_initializer,
-                regularizer=self.bias_regularizer,
-                constraint=self.bias_constraint,
+    @property
+    def kernel(self):
+        """The kernel the layer applies: with LoRA, the merged kernel.
+
+        `kernel + (lora_kernel_a @ lora_kernel_b) * (lora_alpha / lora_rank)`
+        in the compute dtype once LoRA is enabled, else the kernel variable
+        itself.
+        """
+        if not self.built:
+            raise AttributeError(
+                "You must build the layer before accessing `kernel`."
             )
-        else:
-            self.bias = None
+        kernel = self._kernel
+        if self.lora_enabled:
+            kernel = ops.cast(
+                ops.add(
+                    kernel,
+                    (self.lora_alpha / self.lora_rank)
+                    * ops.matmul(self.lora_kernel_a, self.lora_kernel_b),
+                ),
+                dtype=self.compute_dtype,
+            )
+        return kernel
+
+    def enable_lora(
+        self,
+        rank,
+        lora_alpha=None,
+        a_initializer="he_uniform",
+        b_initializer="zeros",
+    ):
+        """Freezes the kernel and trains a low-rank update of it (LoRA).
+
+        Adds the trainable float32 weights `lora_kernel_a`, of the kernel's
+        shape with `rank` in place of its last axis, and `lora_kernel_b`, of
+        shape `(rank, units)` (`(rank, filters)` for a convolution), and
+        makes the kernel non-trainable. The layer then applies the merged
+        kernel `kernel + (lora_kernel_a @ lora_kernel_b) * (lora_alpha /
+        rank)` inside the same division by the input's (or patch's) norm.
+        With the default zero `b_initializer` its outputs do not change
+        until it trains. As Keras' `Dense.enable_lora` and
+        `Conv2D.enable_lora`.
+
+        Args:
+            rank: Positive integer, the rank of the update.
+            lora_alpha: Positive number scaling the update by
+                `lora_alpha / rank`. Defaults to `None`, which means `rank`
+                (a scale of 1).
+            a_initializer: Initializer for `lora_kernel_a`. Defaults to
+                `"he_uniform"`.
+            b_initializer: Initializer for `lora_kernel_b`. Defaults to
+                `"zeros"`.
+
+        Raises:
+            ValueError: if the layer has a `kernel_constraint`, is not yet
+                built, or has LoRA enabled already; if `rank` is not
+                positive or `lora_alpha` not a positive number.
+            TypeError: if `rank` is not an integer or `lora_alpha` not a
+                number.
+        """
+        if self.kernel_constraint:
+            raise ValueError(
+                "Lora is incompatible with kernel constraints. "
+                "In order to enable lora on this layer, remove the "
+                "`kernel_constraint` argument."
+            )
+        if not self.built:
+            raise ValueError(
+                "Cannot enable lora on a layer that isn't yet built."
+            )
+        if self.lora_enabled:
+            raise ValueError(
+                "lora is already enabled. This can only be done once per layer."
+            )
+        rank = _validation.positive_int(rank, "rank")
+        lora_alpha = _lora_alpha(lora_alpha, "lora_alpha")
+        # LoRA weights are float32 whatever the dtype policy, as in Keras, so
+        # that their updates neither underflow nor overflow.
+        with _unlocked_state(self):
+            self.lora_kernel_a = self.add_weight(
+                name="lora_kernel_a",
+                shape=tuple(self._kernel.shape[:-1]) + (rank,),
+                initializer=keras.initializers.get(a_initializer),
+                dtype="float32",
+                regularizer=self.kernel_regularizer,
+            )
+            self.lora_kernel_b = self.add_weight(
+                name="lora_kernel_b",
+                shape=(rank, self._kernel.shape[-1]),
+                initializer=keras.initializers.get(b_initializer),
+                dtype="float32",
+                regularizer=self.kernel_regularizer,
+            )
+            self._kernel.trainable = False
+        self.lora_enabled = True
+        self.lora_rank = rank
+        self.lora_alpha = lora_alpha if lora_alpha is not None else rank
+
+    def save_own_variables(self, store):
+        """Saves the weights; with LoRA, the merged kernel and the bias.
+
+        As Keras' `Dense` and `Conv2D`: a LoRA layer saves the kernel it
+        applies (merged with its update) in place of the kernel, and no
+        LoRA weights. Without LoRA every weight is saved as usual.
+        """
+        if not self.lora_enabled:
+            super().save_own_variables(store)
+            return
+        store["0"] = self.kernel
+        if self.use_bias:
+            store["1"] = self.bias
+
+    def load_own_variables(self, store):
+        """Loads what `save_own_variables` saved.
+
+        With LoRA the saved (merged) kernel becomes the frozen kernel and the
+        LoRA weights are zeroed, so the layer computes what the saved one
+        did, as Keras' `Dense` and `Conv2D` do.
+        """
+        if not self.lora_enabled:
+            super().load_own_variables(store)
+            return
+        self._kernel.assign(store["0"])
+        if self.use_bias:
+            self.bias.assign(store["1"])
+        self.lora_kernel_a.assign(ops.zeros(self.lora_kernel_a.shape))
+        self.lora_kernel_b.assign(ops.zeros(self.lora_kernel_b.shape))
 
     def get_config(self):
         config = super().get_config()
@@ -119,12 +245,38 @@ class _BaseDivergenceLayer(keras.layers.Layer):
                 "bias_constraint": keras.constraints.serialize(
                     self.bias_constraint
                 ),
+                "lora_rank": self.lora_rank,
+                "lora_alpha": self.lora_alpha,
             }
         )
         return config
 
+    def _add_kernel_and_bias(self, kernel_shape, bias_shape):
+        self._kernel = self.add_weight(
+            name="kernel",
+            shape=kernel_shape,
+            initializer=self.kernel_initializer,
+            regularizer=self.kernel_regularizer,
+            constraint=self.kernel_constraint,
+        )
+        if self.use_bias:
+            self.bias = self.add_weight(
+                name="bias",
+                shape=bias_shape,
+                initializer=self.bias_initializer,
+                regularizer=self.bias_regularizer,
+                constraint=self.bias_constraint,
+            )
+        else:
+            self.bias = None
 
-class BaseDivergenceDense(_BaseDivergenceLayer):
+    def _enable_lora_if_requested(self):
+        """The end of `build`: LoRA from the `lora_rank` argument."""
+        if self.lora_rank:
+            self.enable_lora(self.lora_rank, lora_alpha=self.lora_alpha)
+
+
+class BaseDivergenceDense(BaseDivergenceLayer):
     """A `Dense`-shaped layer: kernel `(input_dim, units)`, bias `(units,)`."""
 
     def __init__(self, units, **kwargs):
@@ -132,6 +284,8 @@ class BaseDivergenceDense(_BaseDivergenceLayer):
         super().__init__(**kwargs)
         self.units = units
         self.input_spec = keras.InputSpec(min_ndim=2)
+        # The mask passes through unchanged, as in Keras' `Dense`.
+        self.supports_masking = True
 
     def build(self, input_shape):
         input_shape = tuple(input_shape)
@@ -150,6 +304,7 @@ class BaseDivergenceDense(_BaseDivergenceLayer):
         self._add_kernel_and_bias((input_dim, self.units), (self.units,))
         self.input_spec = keras.InputSpec(min_ndim=2, axes={-1: input_dim})
         self.built = True
+        self._enable_lora_if_requested()
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)[:-1] + (self.units,)
@@ -182,7 +337,7 @@ class BaseDivergenceDense(_BaseDivergenceLayer):
         scale = ops.rsqrt(_backend.squared_norm(x, axis=-1) + offset)
         scale_outputs = (
             stats_dtype == self.compute_dtype
-            and self.units <= self.kernel.shape[0]
+            and self.units <= self._kernel.shape[0]
         )
         if scale_outputs:
             outputs = ops.matmul(inputs, self.kernel)
@@ -200,198 +355,29 @@ class BaseDivergenceDense(_BaseDivergenceLayer):
         return outputs
 
 
-class BaseDivergenceConv2D(_BaseDivergenceLayer):
-    """A `Conv2D`-shaped layer whose output is divided by its patch norms.
+def _lora_alpha(value, name):
+    """`None`, or `value` checked to be a positive number (int or float)."""
+    if value is None:
+        return None
+    _validation.positive_float(value, name)
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    return float(value)
 
-    For output position p with input patch P_p (window x the input channels
-    of its group), the squared patch norm `|P_p|^2` is the convolution of
-    `sum_c x_c^2` (one channel per group) with a ones kernel of the same
-    size, strides, padding and dilation as the layer's own kernel: one extra
-    single-channel convolution, in float32, never an explicit extraction of
-    patches. Zero padding contributes zeros, as it does to `W . P_p`.
+
+@contextlib.contextmanager
+def _unlocked_state(layer):
+    """Lets a built layer add weights, then locks its state again.
+
+    Keras 3 locks a layer's state at the end of `build` and offers no public
+    way to add a weight later; its own `enable_lora` (in `Dense` and the
+    convolutions) unlocks the layer's tracker the same way.
     """
-
-    def __init__(
-        self,
-        filters,
-        kernel_size,
-        strides=1,
-        padding="valid",
-        data_format=None,
-        dilation_rate=1,
-        groups=1,
-        **kwargs,
-    ):
-        filters = _validation.positive_int(filters, "filters")
-        kernel_size = _validation.int_tuple(kernel_size, 2, "kernel_size")
-        strides = _validation.int_tuple(strides, 2, "strides")
-        dilation_rate = _validation.int_tuple(dilation_rate, 2, "dilation_rate")
-        padding = _validation.one_of(padding, {"valid", "same"}, "padding")
-        if data_format is None:
-            data_format = keras.config.image_data_format()
-        data_format = _validation.one_of(
-            data_format, {"channels_last", "channels_first"}, "data_format"
-        )
-        groups = _validation.positive_int(groups, "groups")
-        if max(strides) > 1 and max(dilation_rate) > 1:
-            raise ValueError(
-                "`strides > 1` is not supported together with "
-                "`dilation_rate > 1`. Received: "
-                f"strides={strides}, dilation_rate={dilation_rate}"
-            )
-        if filters % groups != 0:
-            raise ValueError(
-                "The number of filters must be divisible by the number of "
-                f"groups. Received: filters={filters}, groups={groups}"
-            )
-        super().__init__(**kwargs)
-        self.filters = filters
-        self.kernel_size = kernel_size
-        self.strides = strides
-        self.padding = padding
-        self.data_format = data_format
-        self.dilation_rate = dilation_rate
-        self.groups = groups
-        self.input_spec = keras.InputSpec(ndim=4)
-
-    def build(self, input_shape):
-        input_shape = tuple(input_shape)
-        if len(input_shape) != 4:
-            raise ValueError(
-                f"Layer `{self.name}` expects inputs of rank 4 (batch, "
-                "height, width, channels, in the order of `data_format`). "
-                f"Received: input_shape={input_shape}"
-            )
-        channel_axis = self._channel_axis
-        channels = input_shape[channel_axis]
-        if channels is None:
-            raise ValueError(
-                f"Layer `{self.name}` needs the channel axis of its input to "
-                f"be defined. Received: input_shape={input_shape}, "
-                f"data_format={self.data_format}"
-            )
-        if channels % self.groups != 0:
-            raise ValueError(
-                "The number of input channels must be divisible by the "
-                f"number of groups. Received: groups={self.groups}, "
-                f"input_shape={input_shape}, data_format={self.data_format}"
-            )
-        # Raises if the output would be empty.
-        self.compute_output_shape(input_shape)
-        self._add_kernel_and_bias(
-            self.kernel_size + (channels // self.groups, self.filters),
-            (self.filters,),
-        )
-        self.input_spec = keras.InputSpec(
-            ndim=4, axes={channel_axis: channels}
-        )
-        self.built = True
-
-    def compute_output_shape(self, input_shape):
-        input_shape = tuple(input_shape)
-        if self.data_format == "channels_last":
-            spatial = input_shape[1:3]
-        else:
-            spatial = input_shape[2:4]
-        out = []
-        for size, k, s, d in zip(
-            spatial, self.kernel_size, self.strides, self.dilation_rate
-        ):
-            if size is None:
-                out.append(None)
-                continue
-            if self.padding == "same":
-                length = -(-size // s)
-            else:
-                length = (size - d * (k - 1) - 1) // s + 1
-            if length <= 0:
-                raise ValueError(
-                    f"Layer `{self.name}` would produce an empty output: the "
-                    "input is smaller than the dilated kernel. Received: "
-                    f"input_shape={input_shape}, "
-                    f"kernel_size={self.kernel_size}, "
-                    f"dilation_rate={self.dilation_rate}, "
-                    f"padding={self.padding}"
-                )
-            out.append(length)
-        if self.data_format == "channels_last":
-            return (input_shape[0], *out, self.filters)
-        return (input_shape[0], self.filters, *out)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "filters": self.filters,
-                "kernel_size": self.kernel_size,
-                "strides": self.strides,
-                "padding": self.padding,
-                "data_format": self.data_format,
-                "dilation_rate": self.dilation_rate,
-                "groups": self.groups,
-            }
-        )
-        return config
-
-    @property
-    def _channel_axis(self):
-        return -1 if self.data_format == "channels_last" else 1
-
-    def _convolution(self, inputs):
-        """`W . P_p` at every output position, in the compute dtype."""
-        return ops.conv(
-            inputs,
-            self.kernel,
-            strides=self.strides,
-            padding=self.padding,
-            data_format=self.data_format,
-            dilation_rate=self.dilation_rate,
-        )
-
-    def _inverse_patch_norm(self, inputs, offset):
-        """`1 / sqrt(|P_p|^2 + offset)`, one value per position and filter.
-
-        Returns a tensor in the compute dtype that broadcasts against the
-        convolution's output: one channel for `groups=1`, else one channel
-        per filter (each filter divided by the norm of its group's patch).
-        """
-        channel_axis = self._channel_axis
-        x = ops.cast(inputs, statistics_dtype(self.compute_dtype))
-        if self.groups == 1:
-            squares = _backend.squared_norm(x, axis=channel_axis)
-        else:
-            shape = ops.shape(x)
-            if self.data_format == "channels_last":
-                grouped = (shape[0], shape[1], shape[2], self.groups, -1)
-                squares = _backend.squared_norm(
-                    ops.reshape(x, grouped), axis=-1
-                )
-                squares = ops.squeeze(squares, axis=-1)
-            else:
-                grouped = (shape[0], self.groups, -1, shape[2], shape[3])
-                squares = _backend.squared_norm(
-                    ops.reshape(x, grouped), axis=2
-                )
-                squares = ops.squeeze(squares, axis=2)
-        # A ones kernel with one input channel per group: a grouped
-        # convolution that sums each group's squares over its window.
-        ones = ops.ones(self.kernel_size + (1, self.groups), dtype=x.dtype)
-        sq_norms = ops.conv(
-            squares,
-            ones,
-            strides=self.strides,
-            padding=self.padding,
-            data_format=self.data_format,
-            dilation_rate=self.dilation_rate,
-        )
-        scale = ops.rsqrt(sq_norms + offset)
-        if self.groups > 1:
-            scale = ops.repeat(
-                scale, self.filters // self.groups, axis=channel_axis
-            )
-        return ops.cast(scale, self.compute_dtype)
-
-    def _broadcastable_bias(self):
-        if self.data_format == "channels_last":
-            return self.bias
-        return ops.reshape(self.bias, (self.filters, 1, 1))
+    tracker = layer._tracker
+    locked = tracker.locked
+    tracker.unlock()
+    try:
+        yield
+    finally:
+        if locked:
+            tracker.lock()

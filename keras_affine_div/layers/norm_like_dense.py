@@ -111,9 +111,7 @@ class NormLikeDense(_base.BaseDivergenceDense):
         self.epsilon = epsilon
 
     def call(self, inputs):
-        outputs = self._divided_matmul(
-            inputs, self.epsilon, divide_bias=False
-        )
+        outputs = self._divided_matmul(inputs, self.epsilon, divide_bias=False)
         if self.activation is not None:
             outputs = self.activation(outputs)
         return outputs

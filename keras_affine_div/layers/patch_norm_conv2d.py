@@ -1,11 +1,10 @@
 import keras
 
-from keras_affine_div.layers import _base
-from keras_affine_div.layers import _validation
+from keras_affine_div.layers import _base_conv
 
 
 @keras.saving.register_keras_serializable(package="keras_affine_div")
-class PatchNormConv2D(_base.BaseDivergenceConv2D):
+class PatchNormConv2D(_base_conv.BasePatchNormConv):
     """2D convolution in which every output divides by its own patch's norm.
 
     ```
@@ -21,9 +20,10 @@ class PatchNormConv2D(_base.BaseDivergenceConv2D):
 
     `|P_p|^2` is computed as one extra single-channel convolution of
     `sum_c x_c^2` with a ones kernel (same size, strides, padding and
-    dilation), in float32 whatever the dtype policy: the cost is a small
-    fraction of the convolution itself, and no patches are ever extracted.
-    Gradients flow through the norms.
+    dilation; `keras_affine_div.ops.patch_squared_norms`), in float32
+    whatever the dtype policy: the cost is a small fraction of the
+    convolution itself, and no patches are ever extracted. Gradients flow
+    through the norms.
 
     Args:
         filters: Positive integer, the number of output filters.
@@ -70,6 +70,17 @@ class PatchNormConv2D(_base.BaseDivergenceConv2D):
             Defaults to `None`.
         bias_constraint: Constraint function applied to the bias vector.
             Defaults to `None`.
+        lora_rank: Optional positive integer. If set, the layer implements
+            LoRA (Low-Rank Adaptation) of this rank, as Keras' `Conv2D`
+            does: the kernel is frozen and the layer applies
+            `kernel + (lora_kernel_a @ lora_kernel_b) * (lora_alpha /
+            lora_rank)` inside the same division, training the two
+            low-rank matrices (and the bias) only. LoRA can also be enabled
+            on a built layer with `layer.enable_lora(rank)`. Defaults to
+            `None`.
+        lora_alpha: Optional positive number scaling the low-rank update by
+            `lora_alpha / lora_rank`. Defaults to `None`, which means
+            `lora_rank` (a scale of 1).
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -120,10 +131,12 @@ class PatchNormConv2D(_base.BaseDivergenceConv2D):
         activity_regularizer=None,
         kernel_constraint=None,
         bias_constraint=None,
+        lora_rank=None,
+        lora_alpha=None,
         **kwargs,
     ):
-        epsilon = _validation.positive_float(epsilon, "epsilon")
         super().__init__(
+            rank=2,
             filters=filters,
             kernel_size=kernel_size,
             strides=strides,
@@ -131,6 +144,7 @@ class PatchNormConv2D(_base.BaseDivergenceConv2D):
             data_format=data_format,
             dilation_rate=dilation_rate,
             groups=groups,
+            epsilon=epsilon,
             activation=activation,
             use_bias=use_bias,
             kernel_initializer=kernel_initializer,
@@ -140,20 +154,7 @@ class PatchNormConv2D(_base.BaseDivergenceConv2D):
             activity_regularizer=activity_regularizer,
             kernel_constraint=kernel_constraint,
             bias_constraint=bias_constraint,
+            lora_rank=lora_rank,
+            lora_alpha=lora_alpha,
             **kwargs,
         )
-        self.epsilon = epsilon
-
-    def call(self, inputs):
-        outputs = self._convolution(inputs)
-        outputs = outputs * self._inverse_patch_norm(inputs, self.epsilon)
-        if self.use_bias:
-            outputs = outputs + self._broadcastable_bias()
-        if self.activation is not None:
-            outputs = self.activation(outputs)
-        return outputs
-
-    def get_config(self):
-        config = super().get_config()
-        config["epsilon"] = self.epsilon
-        return config

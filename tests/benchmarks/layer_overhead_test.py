@@ -36,7 +36,11 @@ def _run(*args):
     env = dict(os.environ, KERAS_BACKEND=keras.backend.backend())
     return subprocess.run(
         [sys.executable, str(SCRIPT), *map(str, args)],
-        capture_output=True, text=True, timeout=600, env=env, cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=REPO_ROOT,
     )
 
 
@@ -89,13 +93,21 @@ def test_smoke_run_times_every_model_against_its_baseline(smoke):
                 assert len(record["round_times_s"]) == rounds
                 assert len(record["ratios"]) == rounds
                 assert record["steps_per_round"] >= 1
-                values = (record["round_times_s"] + record["ratios"]
-                          + record["cpu_ratios"] + record["ratio_quartiles"]
-                          + [record["median_ratio"],
-                             record["median_cpu_ratio"],
-                             record["median_time_s"]])
+                values = (
+                    record["round_times_s"]
+                    + record["ratios"]
+                    + record["cpu_ratios"]
+                    + record["ratio_quartiles"]
+                    + [
+                        record["median_ratio"],
+                        record["median_cpu_ratio"],
+                        record["median_time_s"],
+                    ]
+                )
                 assert all(_positive_finite(v) for v in values), (
-                    name, phase, record
+                    name,
+                    phase,
+                    record,
                 )
         baseline = case["candidates"][case["baseline"]]
         assert baseline["train"]["median_ratio"] == 1.0
@@ -108,8 +120,10 @@ def test_smoke_run_measures_conv_memory_and_targets(smoke):
     assert conv and all(case.get("memory") for case in conv)
     for case in conv:
         for entry in case["memory"].values():
-            for key in ("first_step_peak_increase_mib",
-                        "step_peak_increase_mib"):
+            for key in (
+                "first_step_peak_increase_mib",
+                "step_peak_increase_mib",
+            ):
                 assert math.isfinite(entry[key]) and entry[key] >= 0, entry
             if keras.backend.backend() == "jax":
                 assert entry["xla_total_mib"] > 0
@@ -153,19 +167,25 @@ def test_naive_patch_norm_computes_patch_norm_conv2d(kind, padding):
     np.testing.assert_allclose(
         keras.ops.convert_to_numpy(naive(x)),
         keras.ops.convert_to_numpy(ours(x)),
-        rtol=1e-4, atol=1e-5,
+        rtol=1e-4,
+        atol=1e-5,
     )
     assert tuple(expected.shape) == tuple(naive(x).shape)
 
 
 def test_git_commit_is_modified_only_by_code(tmp_path, monkeypatch):
     def git(*args):
-        subprocess.run(["git", *args], cwd=tmp_path, check=True,
-                       capture_output=True)
+        subprocess.run(
+            ["git", *args], cwd=tmp_path, check=True, capture_output=True
+        )
 
     git("init", "-q")
-    for path in ("keras_affine_div/core.py", "benchmarks/bench.py",
-                 "benchmarks/README.md", "benchmarks/results/run.json"):
+    for path in (
+        "keras_affine_div/core.py",
+        "benchmarks/bench.py",
+        "benchmarks/README.md",
+        "benchmarks/results/run.json",
+    ):
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text("original\n")
     git("add", ".")

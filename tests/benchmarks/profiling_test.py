@@ -19,7 +19,11 @@ def _run(script, *args):
     env = dict(os.environ, KERAS_BACKEND=keras.backend.backend())
     result = subprocess.run(
         [sys.executable, str(PROFILING / script), *args],
-        capture_output=True, text=True, timeout=600, env=env, cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=REPO_ROOT,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
@@ -29,13 +33,20 @@ def test_variants_time_every_rewrite():
     from benchmarks.profiling import variants
 
     conv_extra = sorted(
-        name for name, (_, kind) in variants.EXTRA.items()
+        name
+        for name, (_, kind) in variants.EXTRA.items()
         if kind in ("conv", "scale") and not name.startswith("PNConv")
     )
-    out = _run("variants.py", "conv", "--smoke", "--extra",
-               ",".join(conv_extra))
-    for name in ["Conv2D", "PatchNormConv2D", "PNConv[plain]", "PNConv[cg]",
-                 *conv_extra]:
+    out = _run(
+        "variants.py", "conv", "--smoke", "--extra", ",".join(conv_extra)
+    )
+    for name in [
+        "Conv2D",
+        "PatchNormConv2D",
+        "PNConv[plain]",
+        "PNConv[cg]",
+        *conv_extra,
+    ]:
         assert f"  {name} " in out, name
     out = _run("variants.py", "dense", "--smoke")
     for name in ["AffOut[cg]", "NormOut[plain]", "NormOut[cgplain]"]:
@@ -45,9 +56,18 @@ def test_variants_time_every_rewrite():
 def test_variants_rejects_an_unknown_rewrite():
     env = dict(os.environ, KERAS_BACKEND=keras.backend.backend())
     result = subprocess.run(
-        [sys.executable, str(PROFILING / "variants.py"), "conv", "--extra",
-         "NoSuchLayer"],
-        capture_output=True, text=True, timeout=600, env=env, cwd=REPO_ROOT,
+        [
+            sys.executable,
+            str(PROFILING / "variants.py"),
+            "conv",
+            "--extra",
+            "NoSuchLayer",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=REPO_ROOT,
     )
     assert result.returncode == 2
     assert "unknown variants: ['NoSuchLayer']" in result.stderr
@@ -56,8 +76,12 @@ def test_variants_rejects_an_unknown_rewrite():
 @pytest.mark.requires_backend("tensorflow")
 def test_tf_components_prints_every_component():
     out = _run("tf_components.py", "--calls", "1")
-    for name in ["conv 32x32x64->64", "multiply + bias add under XLA",
-                 "PatchNorm forward, tail under XLA", "x * (2u)"]:
+    for name in [
+        "conv 32x32x64->64",
+        "multiply + bias add under XLA",
+        "PatchNorm forward, tail under XLA",
+        "x * (2u)",
+    ]:
         assert f"  {name} " in out, name
 
 

@@ -21,14 +21,20 @@ RESULTS = [
 # README row label -> (candidates, reference or None for the baseline).
 ROWS = {
     "`AffineLikeDense`, `NormLikeDense`": (
-        ("AffineLikeDense", "NormLikeDense"), None),
+        ("AffineLikeDense", "NormLikeDense"),
+        None,
+    ),
     "`Dense`+`LayerNormalization`": (("Dense+LayerNormalization",), None),
     "`PatchNormConv2D`, `AffineLikeConv2D`": (
-        ("PatchNormConv2D", "AffineLikeConv2D"), None),
+        ("PatchNormConv2D", "AffineLikeConv2D"),
+        None,
+    ),
     "`Conv2D`+`BatchNormalization`": (("Conv2D+BatchNormalization",), None),
     "a naive PatchNorm built from extracted patches, against "
     "`PatchNormConv2D`": (
-        ("NaivePatchNorm(extract_patches)",), "PatchNormConv2D"),
+        ("NaivePatchNorm(extract_patches)",),
+        "PatchNormConv2D",
+    ),
 }
 
 
@@ -46,8 +52,10 @@ def _ranges(candidates, reference):
                             )
         else:
             for target in result["targets"]:
-                if (target["candidate"] in candidates
-                        and target["reference"] == reference):
+                if (
+                    target["candidate"] in candidates
+                    and target["reference"] == reference
+                ):
                     values[target["phase"]].append(target["median_ratio"])
     return values
 
@@ -63,7 +71,8 @@ def test_readme_cost_table_matches_committed_results():
     for label, (candidates, reference) in ROWS.items():
         match = re.search(
             r"^\| " + re.escape(label) + r" \| (.+?) \| (.+?) \|$",
-            readme, re.MULTILINE,
+            readme,
+            re.MULTILINE,
         )
         assert match, label
         values = _ranges(candidates, reference)
@@ -84,15 +93,17 @@ def test_benchmarks_readme_before_after_table_matches_the_two_runs():
     rows = re.findall(
         r"^\| (\w+) \| `(\w+)` \| ([\d.]+)x \| ([\d.]+)x \| ([\d.]+)x \| "
         r"([\d.]+)x \|$",
-        readme, re.MULTILINE,
+        readme,
+        re.MULTILINE,
     )
     assert len(rows) == 8
     for case_name, layer, *cells in rows:
         expected = []
         for phase in ("train", "inference"):
             for result in (before, after):
-                case = next(c for c in result["cases"]
-                            if c["name"] == case_name)
+                case = next(
+                    c for c in result["cases"] if c["name"] == case_name
+                )
                 ratio = case["candidates"][layer][phase]["median_ratio"]
                 expected.append(f"{ratio:.2f}")
         assert cells == expected, (case_name, layer)

@@ -27,7 +27,7 @@ def test_matches_numpy_reference(name, kwargs, input_shape):
     bias = rng.standard_normal(4).astype("float32")
     layer.kernel.assign(kernel)
     layer.bias.assign(bias)
-    expected = reference.patch_conv2d(
+    expected = reference.patch_conv(
         x,
         kernel,
         bias,
@@ -40,7 +40,11 @@ def test_matches_numpy_reference(name, kwargs, input_shape):
         bias_inside=True,
     )
     y = testing.to_numpy(layer(x))
-    assert y.shape == expected.shape == tuple(layer.compute_output_shape(input_shape))
+    assert (
+        y.shape
+        == expected.shape
+        == tuple(layer.compute_output_shape(input_shape))
+    )
     np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-5)
 
 
@@ -153,7 +157,9 @@ def test_zero_input_gives_finite_output_and_gradient(policy):
 def test_huge_input_does_not_overflow_in_float16():
     rng = np.random.default_rng(3)
     x = (rng.standard_normal((2, 8, 8, 16)) * 100).astype("float32")
-    ref = AffineLikeConv2D(8, 3, padding="same", bias_initializer="random_normal")
+    ref = AffineLikeConv2D(
+        8, 3, padding="same", bias_initializer="random_normal"
+    )
     low = AffineLikeConv2D(8, 3, padding="same", dtype="mixed_float16")
     ref.build(x.shape)
     low.build(x.shape)
@@ -179,17 +185,57 @@ def test_default_initialisation_keeps_deep_stack_at_unit_scale():
     [
         ({"filters": 0, "kernel_size": 3}, ValueError, r"filters=0"),
         ({"filters": 2.0, "kernel_size": 3}, TypeError, r"filters=2.0"),
-        ({"filters": 4, "kernel_size": 0}, ValueError, r"positive.*kernel_size=0"),
-        ({"filters": 4, "kernel_size": (3, -1)}, ValueError, r"kernel_size=\(3, -1\)"),
-        ({"filters": 4, "kernel_size": (3, 3, 3)}, ValueError, r"tuple of 2.*kernel_size=\(3, 3, 3\)"),
+        (
+            {"filters": 4, "kernel_size": 0},
+            ValueError,
+            r"positive.*kernel_size=0",
+        ),
+        (
+            {"filters": 4, "kernel_size": (3, -1)},
+            ValueError,
+            r"kernel_size=\(3, -1\)",
+        ),
+        (
+            {"filters": 4, "kernel_size": (3, 3, 3)},
+            ValueError,
+            r"tuple of 2.*kernel_size=\(3, 3, 3\)",
+        ),
         ({"filters": 4, "kernel_size": "3"}, TypeError, r"kernel_size='3'"),
-        ({"filters": 4, "kernel_size": 3, "strides": 0}, ValueError, r"strides=0"),
-        ({"filters": 4, "kernel_size": 3, "dilation_rate": (1, 0)}, ValueError, r"dilation_rate=\(1, 0\)"),
-        ({"filters": 4, "kernel_size": 3, "strides": 2, "dilation_rate": 2}, ValueError, r"strides=\(2, 2\), dilation_rate=\(2, 2\)"),
-        ({"filters": 4, "kernel_size": 3, "padding": "causal"}, ValueError, r"\['same', 'valid'\].*padding='causal'"),
-        ({"filters": 4, "kernel_size": 3, "data_format": "NHWC"}, ValueError, r"data_format='NHWC'"),
-        ({"filters": 4, "kernel_size": 3, "groups": 0}, ValueError, r"groups=0"),
-        ({"filters": 4, "kernel_size": 3, "groups": 3}, ValueError, r"divisible.*filters=4, groups=3"),
+        (
+            {"filters": 4, "kernel_size": 3, "strides": 0},
+            ValueError,
+            r"strides=0",
+        ),
+        (
+            {"filters": 4, "kernel_size": 3, "dilation_rate": (1, 0)},
+            ValueError,
+            r"dilation_rate=\(1, 0\)",
+        ),
+        (
+            {"filters": 4, "kernel_size": 3, "strides": 2, "dilation_rate": 2},
+            ValueError,
+            r"strides=\(2, 2\), dilation_rate=\(2, 2\)",
+        ),
+        (
+            {"filters": 4, "kernel_size": 3, "padding": "causal"},
+            ValueError,
+            r"\['same', 'valid'\].*padding='causal'",
+        ),
+        (
+            {"filters": 4, "kernel_size": 3, "data_format": "NHWC"},
+            ValueError,
+            r"data_format='NHWC'",
+        ),
+        (
+            {"filters": 4, "kernel_size": 3, "groups": 0},
+            ValueError,
+            r"groups=0",
+        ),
+        (
+            {"filters": 4, "kernel_size": 3, "groups": 3},
+            ValueError,
+            r"divisible.*filters=4, groups=3",
+        ),
     ],
     ids=[
         "zero_filters",
@@ -215,7 +261,9 @@ def test_bad_arguments_raise(kwargs, error, match):
 def test_bad_input_shapes_raise():
     with pytest.raises(ValueError, match=r"rank 4.*input_shape=\(2, 8, 3\)"):
         AffineLikeConv2D(4, 3).build((2, 8, 3))
-    with pytest.raises(ValueError, match=r"divisible.*groups=2.*\(2, 8, 8, 3\)"):
+    with pytest.raises(
+        ValueError, match=r"divisible.*groups=2.*\(2, 8, 8, 3\)"
+    ):
         AffineLikeConv2D(4, 3, groups=2).build((2, 8, 8, 3))
     with pytest.raises(ValueError, match=r"empty output.*\(2, 2, 2, 3\)"):
         AffineLikeConv2D(4, 3).build((2, 2, 2, 3))

@@ -38,7 +38,8 @@ def test_layer_contracts(init_kwargs, input_shape, output_shape, tmp_path):
         init_kwargs,
         input_shape,
         output_shape,
-        expected_num_trainable_weights=2 if init_kwargs.get("use_bias", True)
+        expected_num_trainable_weights=2
+        if init_kwargs.get("use_bias", True)
         else 1,
         tmp_dir=tmp_path,
     )
@@ -63,9 +64,7 @@ def test_matches_numpy_reference(input_shape):
 
 
 def test_sgd_step_moves_activation_by_exactly_the_ideal_step():
-    x = (np.random.default_rng(2).standard_normal((1, 9)) * 3).astype(
-        "float32"
-    )
+    x = (np.random.default_rng(2).standard_normal((1, 9)) * 3).astype("float32")
     dz, g = common.sgd_activation_step(
         AffineLikeDense(5, bias_initializer="ones"), x, learning_rate=0.05
     )
@@ -74,9 +73,7 @@ def test_sgd_step_moves_activation_by_exactly_the_ideal_step():
 
 def test_keras_dense_step_is_scaled_by_squared_norm_plus_one():
     # The affine divergence itself, as a check on the identity above.
-    x = (np.random.default_rng(2).standard_normal((1, 9)) * 3).astype(
-        "float32"
-    )
+    x = (np.random.default_rng(2).standard_normal((1, 9)) * 3).astype("float32")
     dz, g = common.sgd_activation_step(
         keras.layers.Dense(5), x, learning_rate=0.01
     )

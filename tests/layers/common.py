@@ -49,28 +49,39 @@ def input_gradient(layer, x, seed=0):
     return grad
 
 
+KERAS_CONV = {
+    1: keras.layers.Conv1D,
+    2: keras.layers.Conv2D,
+    3: keras.layers.Conv3D,
+}
+
+
 @functools.cache
-def channels_first_conv_supported():
-    """Whether Keras' own `Conv2D` runs `channels_first` on this backend."""
+def channels_first_conv_supported(rank=2):
+    """Whether Keras' own `Conv{rank}D` runs `channels_first` here.
+
+    TensorFlow on CPU has no channels_first 1D or 2D convolution (its 3D
+    and grouped ones go through XLA, which has).
+    """
+    shape = (1, 2) + (5,) * rank
     try:
-        layer = keras.layers.Conv2D(2, 3, data_format="channels_first")
-        layer(np.ones((1, 2, 5, 5), "float32"))
-        layer = keras.layers.Conv2D(
-            2, 3, data_format="channels_first", groups=2
-        )
-        layer(np.ones((1, 2, 5, 5), "float32"))
+        for groups in (1, 2):
+            layer = KERAS_CONV[rank](
+                2, 3, data_format="channels_first", groups=groups
+            )
+            layer(np.ones(shape, "float32"))
     except Exception:  # noqa: BLE001 - any failure means "unsupported here"
         return False
     return True
 
 
-def skip_unless_supported(kwargs):
+def skip_unless_supported(kwargs, rank=2):
     if kwargs.get("data_format") == "channels_first" and (
-        not channels_first_conv_supported()
+        not channels_first_conv_supported(rank)
     ):
         pytest.skip(
-            f"Keras' Conv2D has no channels_first on {keras.backend.backend()}"
-            " CPU"
+            f"Keras' Conv{rank}D has no channels_first on "
+            f"{keras.backend.backend()} CPU"
         )
 
 
@@ -79,16 +90,124 @@ def skip_unless_supported(kwargs):
 CONV_CASES = [
     ("valid_k3", {"kernel_size": 3}, (2, 7, 6, 3)),
     ("same_k3", {"kernel_size": 3, "padding": "same"}, (2, 7, 6, 3)),
-    ("same_k3x2_strides2", {"kernel_size": (3, 2), "padding": "same", "strides": 2}, (2, 7, 6, 3)),
-    ("same_k4_strides3_asymmetric_pad", {"kernel_size": 4, "padding": "same", "strides": 3}, (2, 8, 7, 2)),
-    ("valid_k2x3_strides2x1", {"kernel_size": (2, 3), "strides": (2, 1)}, (2, 7, 6, 3)),
-    ("same_dilation2", {"kernel_size": 3, "padding": "same", "dilation_rate": 2}, (2, 7, 6, 3)),
-    ("valid_k3x2_dilation1x2", {"kernel_size": (3, 2), "dilation_rate": (1, 2)}, (2, 7, 6, 3)),
-    ("same_groups2", {"kernel_size": 3, "padding": "same", "groups": 2}, (2, 6, 5, 4)),
-    ("channels_first_same", {"kernel_size": 3, "padding": "same", "data_format": "channels_first"}, (2, 3, 7, 6)),
-    ("channels_first_strides2_groups2", {"kernel_size": 3, "strides": 2, "groups": 2, "data_format": "channels_first"}, (2, 4, 7, 6)),
+    (
+        "same_k3x2_strides2",
+        {"kernel_size": (3, 2), "padding": "same", "strides": 2},
+        (2, 7, 6, 3),
+    ),
+    (
+        "same_k4_strides3_asymmetric_pad",
+        {"kernel_size": 4, "padding": "same", "strides": 3},
+        (2, 8, 7, 2),
+    ),
+    (
+        "valid_k2x3_strides2x1",
+        {"kernel_size": (2, 3), "strides": (2, 1)},
+        (2, 7, 6, 3),
+    ),
+    (
+        "same_dilation2",
+        {"kernel_size": 3, "padding": "same", "dilation_rate": 2},
+        (2, 7, 6, 3),
+    ),
+    (
+        "valid_k3x2_dilation1x2",
+        {"kernel_size": (3, 2), "dilation_rate": (1, 2)},
+        (2, 7, 6, 3),
+    ),
+    (
+        "same_groups2",
+        {"kernel_size": 3, "padding": "same", "groups": 2},
+        (2, 6, 5, 4),
+    ),
+    (
+        "channels_first_same",
+        {"kernel_size": 3, "padding": "same", "data_format": "channels_first"},
+        (2, 3, 7, 6),
+    ),
+    (
+        "channels_first_strides2_groups2",
+        {
+            "kernel_size": 3,
+            "strides": 2,
+            "groups": 2,
+            "data_format": "channels_first",
+        },
+        (2, 4, 7, 6),
+    ),
 ]
 CONV_IDS = [case[0] for case in CONV_CASES]
+
+# The same for the 1D layers: (case name, constructor arguments, input shape).
+CONV1D_CASES = [
+    ("valid_k3", {"kernel_size": 3}, (2, 9, 3)),
+    ("same_k4", {"kernel_size": 4, "padding": "same"}, (2, 9, 3)),
+    ("causal_k3", {"kernel_size": 3, "padding": "causal"}, (2, 9, 3)),
+    (
+        "causal_k3_dilation2",
+        {"kernel_size": 3, "padding": "causal", "dilation_rate": 2},
+        (2, 9, 3),
+    ),
+    (
+        "causal_k2_strides2",
+        {"kernel_size": 2, "padding": "causal", "strides": 2},
+        (2, 9, 3),
+    ),
+    (
+        "same_k3_strides3",
+        {"kernel_size": 3, "padding": "same", "strides": 3},
+        (2, 10, 2),
+    ),
+    ("valid_k2_dilation3", {"kernel_size": 2, "dilation_rate": 3}, (2, 9, 3)),
+    ("valid_groups2", {"kernel_size": 3, "groups": 2}, (2, 8, 4)),
+    (
+        "causal_groups2",
+        {"kernel_size": 3, "padding": "causal", "groups": 2},
+        (2, 8, 4),
+    ),
+    (
+        "channels_first_same",
+        {"kernel_size": 3, "padding": "same", "data_format": "channels_first"},
+        (2, 3, 9),
+    ),
+    (
+        "channels_first_causal_groups2",
+        {
+            "kernel_size": 3,
+            "padding": "causal",
+            "groups": 2,
+            "data_format": "channels_first",
+        },
+        (2, 4, 8),
+    ),
+]
+CONV1D_IDS = [case[0] for case in CONV1D_CASES]
+
+# And for the 3D layers.
+CONV3D_CASES = [
+    ("valid_k2", {"kernel_size": 2}, (2, 4, 3, 5, 2)),
+    (
+        "same_k3x2x2_strides2",
+        {"kernel_size": (3, 2, 2), "padding": "same", "strides": 2},
+        (2, 5, 4, 3, 2),
+    ),
+    (
+        "same_dilation2",
+        {"kernel_size": 2, "padding": "same", "dilation_rate": (2, 1, 2)},
+        (2, 4, 4, 4, 2),
+    ),
+    ("valid_groups2", {"kernel_size": 2, "groups": 2}, (2, 3, 4, 3, 4)),
+    (
+        "channels_first_valid_groups2",
+        {
+            "kernel_size": (2, 3, 2),
+            "groups": 2,
+            "data_format": "channels_first",
+        },
+        (2, 4, 3, 4, 3),
+    ),
+]
+CONV3D_IDS = [case[0] for case in CONV3D_CASES]
 
 
 def last_preactivation_rms(make_layer, input_shape, depth=10):
@@ -97,9 +216,7 @@ def last_preactivation_rms(make_layer, input_shape, depth=10):
     `make_layer()` returns a fresh layer; the input is unit-variance noise
     of `input_shape` with a fixed seed.
     """
-    x = np.random.default_rng(4).standard_normal(input_shape).astype(
-        "float32"
-    )
+    x = np.random.default_rng(4).standard_normal(input_shape).astype("float32")
     h = keras.ops.convert_to_tensor(x)
     for _ in range(depth):
         z = make_layer()(h)

@@ -1,4 +1,4 @@
-"""Input gradients of the four layers against their NumPy references.
+"""Input gradients of the layers against their NumPy references.
 
 The reference gradient is a central finite difference, in float64, of the
 NumPy reference implementation (`tests/layers/reference.py`): independent of
@@ -11,10 +11,14 @@ import functools
 import numpy as np
 import pytest
 
+from keras_affine_div.layers import AffineLikeConv1D
 from keras_affine_div.layers import AffineLikeConv2D
+from keras_affine_div.layers import AffineLikeConv3D
 from keras_affine_div.layers import AffineLikeDense
 from keras_affine_div.layers import NormLikeDense
+from keras_affine_div.layers import PatchNormConv1D
 from keras_affine_div.layers import PatchNormConv2D
+from keras_affine_div.layers import PatchNormConv3D
 from tests.layers import common
 from tests.layers import reference
 
@@ -74,27 +78,23 @@ def test_dense_input_gradient(layer_cls, use_bias, units):
         )
     else:
         ref = functools.partial(
-            reference.norm_like_dense, kernel=kernel, bias=bias,
+            reference.norm_like_dense,
+            kernel=kernel,
+            bias=bias,
             epsilon=layer.epsilon,
         )
     assert_input_gradient_matches(layer, ref, x)
 
 
-@pytest.mark.parametrize(
-    "name,kwargs,input_shape",
-    [common.CONV_CASES[i] for i in (1, 2, 6, 7, 9)],
-    ids=[common.CONV_IDS[i] for i in (1, 2, 6, 7, 9)],
-)
-@pytest.mark.parametrize("layer_cls", [PatchNormConv2D, AffineLikeConv2D])
-def test_conv_input_gradient(layer_cls, name, kwargs, input_shape):
-    common.skip_unless_supported(kwargs)
+def _check_conv_input_gradient(layer_cls, kwargs, input_shape, rank):
+    common.skip_unless_supported(kwargs, rank=rank)
     rng = np.random.default_rng(2)
     x = rng.standard_normal(input_shape).astype("float32")
     layer = layer_cls(4, **kwargs)
     kernel, bias = set_random_weights(layer, input_shape, rng)
-    patch_norm = layer_cls is PatchNormConv2D
+    patch_norm = hasattr(layer, "epsilon")
     ref = functools.partial(
-        reference.patch_conv2d,
+        reference.patch_conv,
         kernel=kernel,
         bias=bias,
         strides=layer.strides,
@@ -106,3 +106,33 @@ def test_conv_input_gradient(layer_cls, name, kwargs, input_shape):
         bias_inside=not patch_norm,
     )
     assert_input_gradient_matches(layer, ref, x)
+
+
+@pytest.mark.parametrize(
+    "name,kwargs,input_shape",
+    [common.CONV_CASES[i] for i in (1, 2, 6, 7, 9)],
+    ids=[common.CONV_IDS[i] for i in (1, 2, 6, 7, 9)],
+)
+@pytest.mark.parametrize("layer_cls", [PatchNormConv2D, AffineLikeConv2D])
+def test_conv_input_gradient(layer_cls, name, kwargs, input_shape):
+    _check_conv_input_gradient(layer_cls, kwargs, input_shape, rank=2)
+
+
+@pytest.mark.parametrize(
+    "name,kwargs,input_shape",
+    [common.CONV1D_CASES[i] for i in (1, 3, 4, 8, 10)],
+    ids=[common.CONV1D_IDS[i] for i in (1, 3, 4, 8, 10)],
+)
+@pytest.mark.parametrize("layer_cls", [PatchNormConv1D, AffineLikeConv1D])
+def test_conv1d_input_gradient(layer_cls, name, kwargs, input_shape):
+    _check_conv_input_gradient(layer_cls, kwargs, input_shape, rank=1)
+
+
+@pytest.mark.parametrize(
+    "name,kwargs,input_shape",
+    [common.CONV3D_CASES[i] for i in (1, 3)],
+    ids=[common.CONV3D_IDS[i] for i in (1, 3)],
+)
+@pytest.mark.parametrize("layer_cls", [PatchNormConv3D, AffineLikeConv3D])
+def test_conv3d_input_gradient(layer_cls, name, kwargs, input_shape):
+    _check_conv_input_gradient(layer_cls, kwargs, input_shape, rank=3)

@@ -12,7 +12,11 @@ from tests.layers import reference
     "init_kwargs,input_shape,output_shape",
     [
         ({"units": 5}, (4, 3), (4, 5)),
-        ({"units": 3, "epsilon": 0.5, "activation": "relu"}, (2, 6, 4), (2, 6, 3)),
+        (
+            {"units": 3, "epsilon": 0.5, "activation": "relu"},
+            (2, 6, 4),
+            (2, 6, 3),
+        ),
         ({"units": 4, "use_bias": False}, (3, 7), (3, 4)),
         (
             {
@@ -39,7 +43,8 @@ def test_layer_contracts(init_kwargs, input_shape, output_shape, tmp_path):
         init_kwargs,
         input_shape,
         output_shape,
-        expected_num_trainable_weights=2 if init_kwargs.get("use_bias", True)
+        expected_num_trainable_weights=2
+        if init_kwargs.get("use_bias", True)
         else 1,
         tmp_dir=tmp_path,
     )
@@ -115,9 +120,7 @@ def test_huge_input_does_not_overflow_in_float16():
 
 
 def test_default_initialisation_keeps_deep_stack_at_unit_scale():
-    rms = common.last_preactivation_rms(
-        lambda: NormLikeDense(512), (256, 3072)
-    )
+    rms = common.last_preactivation_rms(lambda: NormLikeDense(512), (256, 3072))
     assert 0.2 < rms < 5, rms
 
 

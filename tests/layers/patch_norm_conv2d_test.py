@@ -23,7 +23,7 @@ def test_matches_numpy_reference(name, kwargs, input_shape, epsilon):
     bias = rng.standard_normal(4).astype("float32")
     layer.kernel.assign(kernel)
     layer.bias.assign(bias)
-    expected = reference.patch_conv2d(
+    expected = reference.patch_conv(
         x,
         kernel,
         bias,
@@ -112,7 +112,9 @@ def test_sgd_step_on_single_position(kwargs, input_shape, epsilon):
         layer.padding,
         layer.dilation_rate,
     ).reshape((1,) + layer.kernel_size + (input_shape[-1],))
-    sq = np.sum(patch.reshape(layer.kernel_size + (groups, -1)) ** 2, axis=(0, 1, 3))
+    sq = np.sum(
+        patch.reshape(layer.kernel_size + (groups, -1)) ** 2, axis=(0, 1, 3)
+    )
     factor = np.repeat(1.0 + sq / (sq + epsilon), 4 // groups)
     np.testing.assert_allclose(dz, -0.05 * factor * g, rtol=1e-4, atol=1e-6)
 
@@ -146,7 +148,9 @@ def test_zero_input_gives_finite_output_and_gradient(policy):
 def test_huge_input_does_not_overflow_in_float16():
     rng = np.random.default_rng(3)
     x = (rng.standard_normal((2, 8, 8, 16)) * 100).astype("float32")
-    ref = PatchNormConv2D(8, 3, padding="same", bias_initializer="random_normal")
+    ref = PatchNormConv2D(
+        8, 3, padding="same", bias_initializer="random_normal"
+    )
     low = PatchNormConv2D(8, 3, padding="same", dtype="mixed_float16")
     ref.build(x.shape)
     low.build(x.shape)
@@ -170,13 +174,46 @@ def test_default_initialisation_keeps_deep_stack_at_unit_scale():
     [
         ({"filters": -1, "kernel_size": 3}, ValueError, r"filters=-1"),
         ({"filters": "4", "kernel_size": 3}, TypeError, r"filters='4'"),
-        ({"filters": 4, "kernel_size": 3, "epsilon": 0}, ValueError, r"epsilon=0"),
-        ({"filters": 4, "kernel_size": 3, "epsilon": float("inf")}, ValueError, r"epsilon=inf"),
-        ({"filters": 4, "kernel_size": 3, "epsilon": None}, TypeError, r"epsilon=None"),
-        ({"filters": 4, "kernel_size": 3, "strides": (1, 2), "dilation_rate": (2, 1)}, ValueError, r"strides > 1.*dilation_rate > 1"),
-        ({"filters": 4, "kernel_size": 3, "padding": "full"}, ValueError, r"padding='full'"),
-        ({"filters": 4, "kernel_size": 3, "data_format": 1}, ValueError, r"data_format=1"),
-        ({"filters": 4, "kernel_size": 3, "strides": -2}, ValueError, r"strides=-2"),
+        (
+            {"filters": 4, "kernel_size": 3, "epsilon": 0},
+            ValueError,
+            r"epsilon=0",
+        ),
+        (
+            {"filters": 4, "kernel_size": 3, "epsilon": float("inf")},
+            ValueError,
+            r"epsilon=inf",
+        ),
+        (
+            {"filters": 4, "kernel_size": 3, "epsilon": None},
+            TypeError,
+            r"epsilon=None",
+        ),
+        (
+            {
+                "filters": 4,
+                "kernel_size": 3,
+                "strides": (1, 2),
+                "dilation_rate": (2, 1),
+            },
+            ValueError,
+            r"strides > 1.*dilation_rate > 1",
+        ),
+        (
+            {"filters": 4, "kernel_size": 3, "padding": "full"},
+            ValueError,
+            r"padding='full'",
+        ),
+        (
+            {"filters": 4, "kernel_size": 3, "data_format": 1},
+            ValueError,
+            r"data_format=1",
+        ),
+        (
+            {"filters": 4, "kernel_size": 3, "strides": -2},
+            ValueError,
+            r"strides=-2",
+        ),
     ],
     ids=[
         "negative_filters",
@@ -196,7 +233,9 @@ def test_bad_arguments_raise(kwargs, error, match):
 
 
 def test_bad_input_shapes_raise():
-    with pytest.raises(ValueError, match=r"rank 4.*input_shape=\(2, 4, 8, 8, 3\)"):
+    with pytest.raises(
+        ValueError, match=r"rank 4.*input_shape=\(2, 4, 8, 8, 3\)"
+    ):
         PatchNormConv2D(4, 3).build((2, 4, 8, 8, 3))
     layer = PatchNormConv2D(4, 3, data_format="channels_first")
     with pytest.raises(ValueError, match=r"channel axis.*\(2, None, 8, 8\)"):
