@@ -41,6 +41,8 @@ class Options:
 
     Attributes:
         data_dir: a local copy of the dataset, or `None`.
+        tfds_data_dir: the TensorFlow Datasets data directory where CIFAR-10
+            comes from tfds, or `None` for tfds' own.
         results_dir: where `<study>/` results are written.
         runs_dir: where `<study>/` KerasTuner projects are kept.
         overwrite: whether to delete the study's runs and results first.
@@ -55,6 +57,7 @@ class Options:
     """
 
     data_dir: str = None
+    tfds_data_dir: str = None
     results_dir: str = schema.DEFAULT_RESULTS_DIR
     runs_dir: str = schema.DEFAULT_RUNS_DIR
     overwrite: bool = False
@@ -136,7 +139,9 @@ def _run(study, options, role, backend, runs_dir, out_dir):
     for index, (c, condition, i, arm) in enumerate(cells):
         at = study.at(condition)
         if condition.name not in datas:
-            datas[condition.name] = _data_of(at, options.data_dir, loaded)
+            datas[condition.name] = _data_of(
+                at, options.data_dir, loaded, options.tfds_data_dir
+            )
         data = datas[condition.name]
         label = _label(study, condition, c, i, arm)
         if (condition.name, arm) not in state.cells or state.reopen(
@@ -601,7 +606,7 @@ def reproduce(study, options, arm, seed, condition=None):
         )
     hp_values = schema.hyperparameters(row)
     study = study.at(condition)
-    data = load_data(study, options.data_dir)
+    data = load_data(study, options.data_dir, options.tfds_data_dir)
     log(
         f"reproducing {study.results_name} "
         + (f"condition {condition.name} " if condition.name else "")
@@ -621,7 +626,7 @@ def reproduce(study, options, arm, seed, condition=None):
     return result
 
 
-def load_data(study, data_dir):
+def load_data(study, data_dir, tfds_data_dir=None):
     """Loads the study's dataset subsets.
 
     Raises:
@@ -635,6 +640,7 @@ def load_data(study, data_dir):
         return datasets.load(
             f["dataset"],
             data_dir=data_dir,
+            tfds_data_dir=tfds_data_dir,
             validation_split=f["val_samples"] / n,
             seed=0,
             max_train_samples=n,
@@ -649,12 +655,12 @@ def load_data(study, data_dir):
         raise SweepError(f"cannot load the data: {e}") from None
 
 
-def _data_of(study, data_dir, loaded):
+def _data_of(study, data_dir, loaded, tfds_data_dir=None):
     """The data of a (condition-resolved) study, loaded once per subset."""
     key = tuple(study.fixed[k] for k in schema.DATA_KEYS)
     if key in loaded:
         return loaded[key]
-    data = load_data(study, data_dir)
+    data = load_data(study, data_dir, tfds_data_dir)
     log(
         f"data: {data.label}, {len(data.x_train)} train / {len(data.x_val)} "
         f"val / {len(data.x_test)} test images of shape {data.input_shape}"

@@ -46,7 +46,8 @@ class Arguments:
         study: a study name or the path of a `.toml` file.
         quick: whether to apply the study's `[quick]` overrides.
         full: whether to apply the study's `[full]` overrides.
-        data_dir, results_dir, runs_dir, overwrite, worker_timeout,
+        data_dir, tfds_data_dir, results_dir, runs_dir, overwrite,
+        worker_timeout,
         verbose, tensorboard: see `tuning.runner.Options`.
         seeds: the number of seeds, or `None` for the study's.
         max_trials: search trials per cell, or `None` for the study's.
@@ -59,6 +60,7 @@ class Arguments:
     quick: bool = False
     full: bool = False
     data_dir: str = None
+    tfds_data_dir: str = None
     results_dir: str = schema.DEFAULT_RESULTS_DIR
     runs_dir: str = schema.DEFAULT_RUNS_DIR
     overwrite: bool = False
@@ -84,6 +86,7 @@ def main(argv=None):
         quick=namespace.quick,
         full=namespace.full,
         data_dir=namespace.data_dir,
+        tfds_data_dir=namespace.tfds_data_dir,
         results_dir=namespace.results_dir,
         runs_dir=namespace.runs_dir,
         overwrite=namespace.overwrite,
@@ -129,6 +132,7 @@ def execute(arguments):
         )
     options = runner.Options(
         data_dir=arguments.data_dir,
+        tfds_data_dir=arguments.tfds_data_dir,
         results_dir=arguments.results_dir,
         runs_dir=arguments.runs_dir,
         overwrite=arguments.overwrite,
@@ -191,6 +195,14 @@ def parser():
         help=(
             "local copy of the dataset (CIFAR-10: an image folder); defaults "
             "to $KERAS_AFFINE_DIV_CIFAR10_DIR, else tfds"
+        ),
+    )
+    p.add_argument(
+        "--tfds-data-dir",
+        metavar="DIR",
+        help=(
+            "the TensorFlow Datasets data directory, where CIFAR-10 comes "
+            "from tfds (default: tfds' own)"
         ),
     )
     p.add_argument(

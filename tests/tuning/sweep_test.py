@@ -608,3 +608,29 @@ def test_bayesian_tuner_runs(tmp_path):
     )
     assert [r["status"] for r in search] == ["COMPLETED"] * 4
     assert summary["arms"]["affine_like"]["seeds"] == 1
+
+
+def test_tfds_data_dir_reaches_the_loader(tmp_path, capsys, monkeypatch):
+    from keras_affine_div import datasets
+
+    seen = []
+
+    def load(*args, **kwargs):
+        seen.append(kwargs)
+        raise datasets.DataUnavailableError("offline. Received: x=1")
+
+    monkeypatch.setattr(datasets, "load", load)
+    study = common.write_study(tmp_path / "tiny.toml")
+    code, err = _main(
+        capsys,
+        study,
+        "--tfds-data-dir",
+        tmp_path / "tfds",
+        "--results-dir",
+        tmp_path,
+        "--runs-dir",
+        tmp_path,
+    )
+    assert code == 2 and err.startswith("error: cannot load the data: ")
+    assert seen[0]["tfds_data_dir"] == str(tmp_path / "tfds")
+    assert seen[0]["data_dir"] is None
