@@ -41,12 +41,15 @@ def check_arguments(
     kernel_size = _validation.int_tuple(kernel_size, rank, "kernel_size")
     strides = _validation.int_tuple(strides, rank, "strides")
     dilation_rate = _validation.int_tuple(dilation_rate, rank, "dilation_rate")
-    allowed = {"valid", "same", "causal"} if rank == 1 else {"valid", "same"}
-    padding = _validation.one_of(padding, allowed, "padding")
+    allowed = ("valid", "same", "causal") if rank == 1 else ("valid", "same")
+    padding = _validation.one_of(padding, allowed, "padding", lower=True)
     if data_format is None:
         data_format = keras.config.image_data_format()
     data_format = _validation.one_of(
-        data_format, {"channels_last", "channels_first"}, "data_format"
+        data_format,
+        ("channels_last", "channels_first"),
+        "data_format",
+        lower=True,
     )
     groups = _validation.positive_int(groups, "groups")
     if max(strides) > 1 and max(dilation_rate) > 1:

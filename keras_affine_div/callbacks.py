@@ -142,10 +142,10 @@ class AlignmentMonitor(keras.callbacks.Callback):
     """
 
     def __init__(self, x, y, loss=None, layers=None, every_n_epochs=1):
-        diagnostics._check_batch(x, y)
+        _validation.same_samples(x, y)
         if loss is not None:
             diagnostics._get_loss(loss)
-        layers = _check_layers(layers)
+        layers = _validation.layer_list(layers)
         every_n_epochs = _validation.positive_int(
             every_n_epochs, "every_n_epochs"
         )
@@ -224,41 +224,6 @@ class AlignmentMonitor(keras.callbacks.Callback):
         return [
             diagnostics._find_layer(self.model, layer) for layer in self.layers
         ]
-
-
-def _check_layers(layers):
-    """`layers` as a list, or raises unless it is `None` or a list of them."""
-    if layers is None:
-        return None
-    if isinstance(layers, (str, keras.layers.Layer)) or not isinstance(
-        layers, (list, tuple)
-    ):
-        raise TypeError(
-            "Received an invalid type for argument `layers`. Expected `None` "
-            "or a list of layers or layer names (str). "
-            f"Received: layers={layers!r}"
-        )
-    if not layers:
-        raise ValueError(
-            "Received an invalid value for argument `layers`. Expected "
-            f"`None` or at least one layer. Received: layers={layers!r}"
-        )
-    for layer in layers:
-        if not isinstance(layer, (str, keras.layers.Layer)):
-            raise TypeError(
-                "Received an invalid type for argument `layers`. Expected a "
-                "list of layers or layer names (str). "
-                f"Received: layers={layers!r}"
-            )
-    names = [
-        layer if isinstance(layer, str) else layer.name for layer in layers
-    ]
-    if len(set(names)) != len(names):
-        raise ValueError(
-            "Received an invalid value for argument `layers`. Expected each "
-            f"layer at most once. Received: layers={names!r}"
-        )
-    return list(layers)
 
 
 def _to_logs(rows):

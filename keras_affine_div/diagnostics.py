@@ -34,7 +34,6 @@ every variable bitwise as it was, on success and on error.
 
 import dataclasses
 import math
-import numbers
 import warnings
 
 import keras
@@ -42,6 +41,7 @@ import numpy as np
 from keras import ops
 
 from keras_affine_div import _backend
+from keras_affine_div import _validation
 from keras_affine_div import ops as affine_div_ops
 from keras_affine_div.layers import AffineLikeConv1D
 from keras_affine_div.layers import AffineLikeConv2D
@@ -251,8 +251,8 @@ def activation_update_alignment(model, layer, x, y, loss, learning_rate=1e-3):
             f"layer={layer.name!r} of class {type(layer).__name__}"
         )
     loss_fn = _get_loss(loss)
-    learning_rate = _positive_float(learning_rate, "learning_rate")
-    _check_batch(x, y)
+    learning_rate = _validation.positive_float(learning_rate, "learning_rate")
+    _validation.same_samples(x, y)
     y = keras.tree.map_structure(ops.convert_to_tensor, y)
 
     variables = list(layer.trainable_variables)
@@ -525,41 +525,6 @@ def _get_loss(loss):
             f"`loss(y_true, y_pred)`. Received: loss={loss!r}"
         )
     return loss
-
-
-def _positive_float(value, name):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(
-            f"Received an invalid type for argument `{name}`. Expected a "
-            f"positive float. Received: {name}={value!r}"
-        )
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(
-            f"Received an invalid value for argument `{name}`. Expected a "
-            f"finite float > 0. Received: {name}={value!r}"
-        )
-    return float(value)
-
-
-def _check_batch(x, y):
-    """Raises unless every array of `x` and `y` holds the same samples."""
-    x_shapes = [_shape(array) for array in keras.tree.flatten(x)]
-    y_shapes = [_shape(array) for array in keras.tree.flatten(y)]
-    sizes = {shape[0] if shape else None for shape in x_shapes + y_shapes}
-    if len(sizes) != 1 or None in sizes or 0 in sizes:
-        x_shapes = x_shapes[0] if len(x_shapes) == 1 else x_shapes
-        y_shapes = y_shapes[0] if len(y_shapes) == 1 else y_shapes
-        raise ValueError(
-            "Expected `x` and `y` to hold the same number of samples, at "
-            "least one (the same size on the first axis of every array). "
-            f"Received: x.shape={x_shapes}, y.shape={y_shapes}"
-        )
-
-
-def _shape(array):
-    if hasattr(array, "shape"):
-        return tuple(array.shape)
-    return tuple(np.shape(array))
 
 
 def _input_sq_norm(layer, inputs):

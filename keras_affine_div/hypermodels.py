@@ -28,7 +28,6 @@ rest of the package does not import it.
 """
 
 import math
-import numbers
 
 import keras
 
@@ -40,6 +39,7 @@ except ImportError as e:  # pragma: no cover - exercised in a subprocess test
         '`pip install "keras-affine-div[tuning]"`.'
     ) from e
 
+from keras_affine_div import _validation
 from keras_affine_div import models
 
 LEARNING_RATE = "learning_rate"
@@ -71,16 +71,12 @@ def make_optimizer(name, learning_rate, momentum=SGD_MOMENTUM):
     Raises:
         ValueError: for another name.
     """
+    name = _validation.one_of(name, OPTIMIZERS, "optimizer")
     if name == "sgd":
         return keras.optimizers.SGD(
             learning_rate=learning_rate, momentum=momentum
         )
-    if name == "adam":
-        return keras.optimizers.Adam(learning_rate=learning_rate)
-    raise ValueError(
-        f"Received an invalid value for argument `optimizer`. Expected one "
-        f"of {OPTIMIZERS}. Received: optimizer={name!r}"
-    )
+    return keras.optimizers.Adam(learning_rate=learning_rate)
 
 
 def cosine_schedule(learning_rate, total_steps, warmup_steps=0):
@@ -126,10 +122,13 @@ def cosine_schedule(learning_rate, total_steps, warmup_steps=0):
 
 
 class _ClassifierHyperModel(keras_tuner.HyperModel):
-    """Shared search space and compile step of the MLP and CNN hypermodels."""
+    """Shared search space and compile step of the MLP and CNN hypermodels.
 
-    _VARIANTS = ()
-    _OUR_VARIANTS = ()
+    Subclasses set `_FAMILY`, a family of `models.FAMILIES`, whose builder
+    is the function of that name (`models.mlp`, `models.cnn`); the arms and
+    which of them are ours come from the registry `models.ARMS`.
+    """
+
     _FAMILY = ""
 
     def __init__(
@@ -137,50 +136,35 @@ class _ClassifierHyperModel(keras_tuner.HyperModel):
         variant,
         input_shape,
         num_classes,
-        optimizers,
-        lr_range,
-        kernel_scales,
-        name,
-        tunable,
-        schedule=SCHEDULES[0],
+        model_kwargs,
+        optimizers=OPTIMIZERS,
+        lr_range=DEFAULT_LR_RANGE,
+        kernel_scales=DEFAULT_KERNEL_SCALES,
+        name=None,
+        tunable=True,
+        schedule="constant",
         warmup_epochs=0,
         momentum=SGD_MOMENTUM,
     ):
-        if variant not in self._VARIANTS:
-            raise ValueError(
-                f"Received an invalid value for argument `variant`. Expected "
-                f"one of the {self._FAMILY} variants {self._VARIANTS}. "
-                f"Received: variant={variant!r}"
-            )
-        self.variant = variant
+        self.arm = models.get_arm(self._FAMILY, variant)
+        self.variant = self.arm.name
         self.input_shape = tuple(input_shape)
         self.num_classes = num_classes
-        self.optimizers = _check_optimizers(optimizers)
-        self.lr_range = _check_lr_range(lr_range)
-        self.kernel_scales = _check_kernel_scales(kernel_scales)
-        if schedule not in SCHEDULES:
-            raise ValueError(
-                "Received an invalid value for argument `schedule`. Expected "
-                f"one of {SCHEDULES}. Received: schedule={schedule!r}"
-            )
-        self.schedule = schedule
-        if (
-            isinstance(warmup_epochs, bool)
-            or not isinstance(warmup_epochs, numbers.Integral)
-            or warmup_epochs < 0
-        ):
-            raise ValueError(
-                "Received an invalid value for argument `warmup_epochs`. "
-                "Expected a non-negative integer. "
-                f"Received: warmup_epochs={warmup_epochs!r}"
-            )
-        self.warmup_epochs = int(warmup_epochs)
-        if not _is_real(momentum) or not 0 <= momentum < 1:
-            raise ValueError(
-                "Received an invalid value for argument `momentum`. Expected "
-                f"a number in [0, 1). Received: momentum={momentum!r}"
-            )
-        self.momentum = float(momentum)
+        self.model_kwargs = dict(model_kwargs)
+        self.optimizers = _validation.distinct_names(
+            optimizers, OPTIMIZERS, "optimizers"
+        )
+        self.lr_range = _validation.positive_range(lr_range, "lr_range")
+        self.kernel_scales = _validation.positive_floats(
+            kernel_scales, "kernel_scales", allow_none=True
+        )
+        self.schedule = _validation.one_of(schedule, SCHEDULES, "schedule")
+        self.warmup_epochs = _validation.non_negative_int(
+            warmup_epochs, "warmup_epochs"
+        )
+        self.momentum = _validation.number_in(
+            momentum, "momentum", 0, 1, closed=(True, False)
+        )
         super().__init__(
             name=name or f"{self._FAMILY}_{variant}", tunable=tunable
         )
@@ -188,7 +172,7 @@ class _ClassifierHyperModel(keras_tuner.HyperModel):
     @property
     def searches_kernel_scale(self):
         """Whether `kernel_scale` is part of this arm's search space."""
-        return self.variant in self._OUR_VARIANTS and bool(self.kernel_scales)
+        return self.arm.ours and bool(self.kernel_scales)
 
     def declare_hyperparameters(self, hp):
         hp.Float(
@@ -206,7 +190,14 @@ class _ClassifierHyperModel(keras_tuner.HyperModel):
         kernel_scale = (
             hp.get(KERNEL_SCALE) if self.searches_kernel_scale else None
         )
-        model = self._build_model(kernel_scale)
+        builder = getattr(models, self._FAMILY)
+        model = builder(
+            self.variant,
+            self.input_shape,
+            self.num_classes,
+            kernel_scale=kernel_scale,
+            **self.model_kwargs,
+        )
         model.compile(
             optimizer=make_optimizer(
                 hp.get(OPTIMIZER), hp.get(LEARNING_RATE), self.momentum
@@ -271,9 +262,6 @@ class _ClassifierHyperModel(keras_tuner.HyperModel):
             **kwargs,
         )
 
-    def _build_model(self, kernel_scale):
-        raise NotImplementedError
-
 
 class MLPHyperModel(_ClassifierHyperModel):
     """A KerasTuner `HyperModel` of one MLP arm (`models.mlp`).
@@ -322,8 +310,6 @@ class MLPHyperModel(_ClassifierHyperModel):
     (None, 10)
     """
 
-    _VARIANTS = models.MLP_VARIANTS
-    _OUR_VARIANTS = models.OUR_MLP_VARIANTS
     _FAMILY = "mlp"
 
     def __init__(
@@ -334,14 +320,7 @@ class MLPHyperModel(_ClassifierHyperModel):
         depth=3,
         width=512,
         activation="tanh",
-        optimizers=OPTIMIZERS,
-        lr_range=DEFAULT_LR_RANGE,
-        kernel_scales=DEFAULT_KERNEL_SCALES,
-        name=None,
-        tunable=True,
-        schedule="constant",
-        warmup_epochs=0,
-        momentum=SGD_MOMENTUM,
+        **kwargs,
     ):
         self.depth = depth
         self.width = width
@@ -350,25 +329,8 @@ class MLPHyperModel(_ClassifierHyperModel):
             variant,
             input_shape,
             num_classes,
-            optimizers,
-            lr_range,
-            kernel_scales,
-            name,
-            tunable,
-            schedule=schedule,
-            warmup_epochs=warmup_epochs,
-            momentum=momentum,
-        )
-
-    def _build_model(self, kernel_scale):
-        return models.mlp(
-            self.variant,
-            self.input_shape,
-            self.num_classes,
-            depth=self.depth,
-            width=self.width,
-            activation=self.activation,
-            kernel_scale=kernel_scale,
+            dict(depth=depth, width=width, activation=activation),
+            **kwargs,
         )
 
 
@@ -414,8 +376,6 @@ class CNNHyperModel(_ClassifierHyperModel):
     ['learning_rate', 'optimizer']
     """
 
-    _VARIANTS = models.CNN_VARIANTS
-    _OUR_VARIANTS = models.OUR_CNN_VARIANTS
     _FAMILY = "cnn"
 
     def __init__(
@@ -426,14 +386,7 @@ class CNNHyperModel(_ClassifierHyperModel):
         depth=3,
         filters=32,
         activation="relu",
-        optimizers=OPTIMIZERS,
-        lr_range=DEFAULT_LR_RANGE,
-        kernel_scales=DEFAULT_KERNEL_SCALES,
-        name=None,
-        tunable=True,
-        schedule="constant",
-        warmup_epochs=0,
-        momentum=SGD_MOMENTUM,
+        **kwargs,
     ):
         self.depth = depth
         self.filters = filters
@@ -442,80 +395,9 @@ class CNNHyperModel(_ClassifierHyperModel):
             variant,
             input_shape,
             num_classes,
-            optimizers,
-            lr_range,
-            kernel_scales,
-            name,
-            tunable,
-            schedule=schedule,
-            warmup_epochs=warmup_epochs,
-            momentum=momentum,
-        )
-
-    def _build_model(self, kernel_scale):
-        return models.cnn(
-            self.variant,
-            self.input_shape,
-            self.num_classes,
-            depth=self.depth,
-            filters=self.filters,
-            activation=self.activation,
-            kernel_scale=kernel_scale,
+            dict(depth=depth, filters=filters, activation=activation),
+            **kwargs,
         )
 
 
-def _is_real(value):
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
-def _check_optimizers(optimizers):
-    if isinstance(optimizers, str) or not isinstance(optimizers, (list, tuple)):
-        raise TypeError(
-            "Received an invalid type for argument `optimizers`. Expected a "
-            f"list or tuple of names from {OPTIMIZERS}. "
-            f"Received: optimizers={optimizers!r}"
-        )
-    if (
-        not optimizers
-        or any(name not in OPTIMIZERS for name in optimizers)
-        or len(set(optimizers)) != len(optimizers)
-    ):
-        raise ValueError(
-            "Received an invalid value for argument `optimizers`. Expected a "
-            f"non-empty list of distinct names from {OPTIMIZERS}. "
-            f"Received: optimizers={optimizers!r}"
-        )
-    return tuple(optimizers)
-
-
-def _check_lr_range(lr_range):
-    if (
-        not isinstance(lr_range, (list, tuple))
-        or len(lr_range) != 2
-        or not all(_is_real(v) and math.isfinite(v) for v in lr_range)
-        or not 0 < lr_range[0] < lr_range[1]
-    ):
-        raise ValueError(
-            "Received an invalid value for argument `lr_range`. Expected "
-            "`(low, high)` with `0 < low < high`. "
-            f"Received: lr_range={lr_range!r}"
-        )
-    return (float(lr_range[0]), float(lr_range[1]))
-
-
-def _check_kernel_scales(kernel_scales):
-    if kernel_scales is None:
-        return ()
-    if (
-        not isinstance(kernel_scales, (list, tuple))
-        or not kernel_scales
-        or not all(
-            _is_real(v) and math.isfinite(v) and v > 0 for v in kernel_scales
-        )
-    ):
-        raise ValueError(
-            "Received an invalid value for argument `kernel_scales`. Expected "
-            "`None` or a non-empty list of positive numbers. "
-            f"Received: kernel_scales={kernel_scales!r}"
-        )
-    return tuple(float(v) for v in kernel_scales)
+HYPERMODELS = {"mlp": MLPHyperModel, "cnn": CNNHyperModel}

@@ -38,36 +38,16 @@ then activation. Images are channels-last whatever
 `keras.config.image_data_format()` says, as `datasets` returns them.
 """
 
+import dataclasses
 import math
-import numbers
 
 import keras
 
+from keras_affine_div import _validation
 from keras_affine_div.layers import AffineLikeConv2D
 from keras_affine_div.layers import AffineLikeDense
 from keras_affine_div.layers import NormLikeDense
 from keras_affine_div.layers import PatchNormConv2D
-from keras_affine_div.layers import _validation
-
-MLP_VARIANTS = (
-    "dense",
-    "affine_like",
-    "norm_like",
-    "batch_norm",
-    "layer_norm",
-    "rms_norm",
-    "affine_like_head",
-)
-CNN_VARIANTS = (
-    "conv",
-    "patch_norm",
-    "affine_like_conv",
-    "batch_norm",
-    "group_norm",
-    "layer_norm",
-)
-OUR_MLP_VARIANTS = ("affine_like", "norm_like", "affine_like_head")
-OUR_CNN_VARIANTS = ("patch_norm", "affine_like_conv")
 
 # The number of groups of `GroupNormalization` in the `group_norm` CNN arm,
 # reduced to `gcd(channels, GROUP_NORM_GROUPS)` for channel counts that are
@@ -76,20 +56,188 @@ OUR_CNN_VARIANTS = ("patch_norm", "affine_like_conv")
 # groups would be one channel each, i.e. instance normalisation.
 GROUP_NORM_GROUPS = 8
 
-_OUR_DENSE = {
-    "affine_like": AffineLikeDense,
-    "norm_like": NormLikeDense,
-    "affine_like_head": AffineLikeDense,
+FAMILIES = ("mlp", "cnn")
+
+
+@dataclasses.dataclass(frozen=True)
+class Arm:
+    """One arm of a study: how a family's model builds its hidden blocks.
+
+    The registry `ARMS` holds every arm `mlp` and `cnn` can build; the
+    study files' checks, the HyperModels and the report read it rather
+    than keeping their own lists.
+
+    Attributes:
+        name: the arm's name, the `variant` argument of its builder (unique
+            within a family; `batch_norm` and `layer_norm` exist in both).
+        family: `"mlp"` or `"cnn"`.
+        ours: whether the arm is built from this package's layers (the
+            layers under test), rather than a baseline.
+        layer: for our arms, the layer class of the block (it takes a
+            `kernel_initializer`, set from `kernel_scale`); `None` for a
+            baseline.
+        normalizer: for a normalised baseline, a function `(channels,
+            name)` returning the normalisation layer placed between the
+            affine map and the activation; `None` otherwise.
+        corrected_head: whether the output layer is an `AffineLikeDense`
+            too, rather than a plain `Dense`.
+    """
+
+    name: str
+    family: str
+    ours: bool
+    layer: type = None
+    normalizer: object = None
+    corrected_head: bool = False
+
+
+def _normalizer(layer_class):
+    return lambda channels, name: layer_class(name=name)
+
+
+def _group_normalizer(channels, name):
+    return keras.layers.GroupNormalization(
+        groups=math.gcd(channels, GROUP_NORM_GROUPS), name=name
+    )
+
+
+ARMS = (
+    Arm("dense", "mlp", False),
+    Arm("affine_like", "mlp", True, layer=AffineLikeDense),
+    Arm("norm_like", "mlp", True, layer=NormLikeDense),
+    Arm(
+        "batch_norm",
+        "mlp",
+        False,
+        normalizer=_normalizer(keras.layers.BatchNormalization),
+    ),
+    Arm(
+        "layer_norm",
+        "mlp",
+        False,
+        normalizer=_normalizer(keras.layers.LayerNormalization),
+    ),
+    Arm(
+        "rms_norm",
+        "mlp",
+        False,
+        normalizer=_normalizer(keras.layers.RMSNormalization),
+    ),
+    Arm(
+        "affine_like_head",
+        "mlp",
+        True,
+        layer=AffineLikeDense,
+        corrected_head=True,
+    ),
+    Arm("conv", "cnn", False),
+    Arm("patch_norm", "cnn", True, layer=PatchNormConv2D),
+    Arm("affine_like_conv", "cnn", True, layer=AffineLikeConv2D),
+    Arm(
+        "batch_norm",
+        "cnn",
+        False,
+        normalizer=_normalizer(keras.layers.BatchNormalization),
+    ),
+    Arm("group_norm", "cnn", False, normalizer=_group_normalizer),
+    Arm(
+        "layer_norm",
+        "cnn",
+        False,
+        normalizer=_normalizer(keras.layers.LayerNormalization),
+    ),
+)
+
+
+def arm_names(family=None, ours=None):
+    """Returns the names of the registered arms, in registry order.
+
+    Args:
+        family: `"mlp"`, `"cnn"`, or `None` for both (a name registered in
+            both families is listed once).
+        ours: `True` for our arms only, `False` for the baselines only,
+            `None` for all.
+
+    Returns:
+        tuple of str.
+
+    Raises:
+        ValueError: for an unknown `family`.
+
+    Example:
+
+    >>> from keras_affine_div import models
+    >>> models.arm_names("cnn", ours=True)
+    ('patch_norm', 'affine_like_conv')
+    """
+    if family is not None:
+        _validation.one_of(family, FAMILIES, "family")
+    names = (
+        arm.name
+        for arm in ARMS
+        if (family is None or arm.family == family)
+        and (ours is None or arm.ours == ours)
+    )
+    return tuple(dict.fromkeys(names))
+
+
+def get_arm(family, name):
+    """Returns the registered `Arm` of `family` called `name`.
+
+    Args:
+        family: `"mlp"` or `"cnn"`.
+        name: the arm's name.
+
+    Returns:
+        Arm.
+
+    Raises:
+        ValueError: for an unknown family, or a name the family lacks.
+    """
+    name = _validation.one_of(name, arm_names(family), "variant")
+    return next(a for a in ARMS if a.family == family and a.name == name)
+
+
+MLP_VARIANTS = arm_names("mlp")
+CNN_VARIANTS = arm_names("cnn")
+OUR_MLP_VARIANTS = arm_names("mlp", ours=True)
+OUR_CNN_VARIANTS = arm_names("cnn", ours=True)
+
+
+# The plain affine map of each family's baselines, and its layers' names.
+_AFFINE = {
+    "mlp": (keras.layers.Dense, "dense"),
+    "cnn": (keras.layers.Conv2D, "conv"),
 }
-_OUR_CONV = {
-    "patch_norm": PatchNormConv2D,
-    "affine_like_conv": AffineLikeConv2D,
-}
-_MLP_NORMALIZERS = {
-    "batch_norm": keras.layers.BatchNormalization,
-    "layer_norm": keras.layers.LayerNormalization,
-    "rms_norm": keras.layers.RMSNormalization,
-}
+
+
+def _hidden_block(
+    arm,
+    x,
+    channels,
+    activation,
+    kernel_initializer,
+    prefix,
+    **layer_kwargs,
+):
+    """One hidden block of `arm`: the affine map, normaliser, activation."""
+    if arm.layer is not None:
+        return arm.layer(
+            channels,
+            activation=activation,
+            kernel_initializer=kernel_initializer,
+            name=f"{prefix}_{arm.name}",
+            **layer_kwargs,
+        )(x)
+    base_class, base_name = _AFFINE[arm.family]
+    base_name = f"{prefix}_{base_name}"
+    if arm.normalizer is None:
+        return base_class(
+            channels, activation=activation, name=base_name, **layer_kwargs
+        )(x)
+    x = base_class(channels, name=base_name, **layer_kwargs)(x)
+    x = arm.normalizer(channels, f"{prefix}_{arm.name}")(x)
+    return keras.layers.Activation(activation, name=f"{prefix}_activation")(x)
 
 
 def mlp(
@@ -149,38 +297,26 @@ def mlp(
     >>> [type(layer).__name__ for layer in model.layers[1:]]
     ['Flatten', 'AffineLikeDense', 'AffineLikeDense', 'Dense']
     """
-    variant = _check_variant(variant, MLP_VARIANTS)
-    input_shape = _check_input_shape(input_shape, min_rank=1)
+    arm = get_arm("mlp", variant)
+    input_shape = _validation.shape(input_shape, "input_shape", min_rank=1)
     num_classes = _validation.positive_int(num_classes, "num_classes")
     depth = _validation.positive_int(depth, "depth")
     width = _validation.positive_int(width, "width")
-    _check_activation(activation)
-    kernel_initializer = _kernel_initializer(
-        variant, kernel_scale, OUR_MLP_VARIANTS
-    )
+    _validation.activation(activation)
+    kernel_initializer = _kernel_initializer(arm, kernel_scale)
 
     inputs = keras.Input(input_shape, name="inputs")
     x = keras.layers.Flatten(name="flatten")(inputs)
     for i in range(depth):
-        prefix = f"block{i + 1}"
-        if variant == "dense":
-            x = keras.layers.Dense(
-                width, activation=activation, name=f"{prefix}_dense"
-            )(x)
-        elif variant in _OUR_DENSE:
-            x = _OUR_DENSE[variant](
-                width,
-                activation=activation,
-                kernel_initializer=kernel_initializer,
-                name=f"{prefix}_{variant}",
-            )(x)
-        else:
-            x = keras.layers.Dense(width, name=f"{prefix}_dense")(x)
-            x = _MLP_NORMALIZERS[variant](name=f"{prefix}_{variant}")(x)
-            x = keras.layers.Activation(
-                activation, name=f"{prefix}_activation"
-            )(x)
-    if variant == "affine_like_head":
+        x = _hidden_block(
+            arm,
+            x,
+            width,
+            activation,
+            kernel_initializer,
+            prefix=f"block{i + 1}",
+        )
+    if arm.corrected_head:
         # Every affine map of the model is corrected, the output one too.
         outputs = AffineLikeDense(
             num_classes, kernel_initializer=kernel_initializer, name="logits"
@@ -252,8 +388,10 @@ def cnn(
     >>> [layer.filters for layer in model.layers if hasattr(layer, "filters")]
     [4, 8]
     """
-    variant = _check_variant(variant, CNN_VARIANTS)
-    input_shape = _check_input_shape(input_shape, min_rank=3, max_rank=3)
+    arm = get_arm("cnn", variant)
+    input_shape = _validation.shape(
+        input_shape, "input_shape", min_rank=3, max_rank=3
+    )
     num_classes = _validation.positive_int(num_classes, "num_classes")
     depth = _validation.positive_int(depth, "depth")
     filters = _validation.positive_int(filters, "filters")
@@ -264,42 +402,24 @@ def cnn(
             f"pooling per stage. Received: depth={depth}, "
             f"input_shape={input_shape}"
         )
-    _check_activation(activation)
-    kernel_initializer = _kernel_initializer(
-        variant, kernel_scale, OUR_CNN_VARIANTS
-    )
+    _validation.activation(activation)
+    kernel_initializer = _kernel_initializer(arm, kernel_scale)
 
-    conv_kwargs = dict(
-        kernel_size=3, padding="same", data_format="channels_last"
-    )
     inputs = keras.Input(input_shape, name="inputs")
     x = inputs
     for i in range(depth):
         prefix = f"stage{i + 1}"
-        channels = filters * 2**i
-        if variant == "conv":
-            x = keras.layers.Conv2D(
-                channels,
-                activation=activation,
-                name=f"{prefix}_conv",
-                **conv_kwargs,
-            )(x)
-        elif variant in _OUR_CONV:
-            x = _OUR_CONV[variant](
-                channels,
-                activation=activation,
-                kernel_initializer=kernel_initializer,
-                name=f"{prefix}_{variant}",
-                **conv_kwargs,
-            )(x)
-        else:
-            x = keras.layers.Conv2D(
-                channels, name=f"{prefix}_conv", **conv_kwargs
-            )(x)
-            x = _cnn_normalizer(variant, channels, f"{prefix}_{variant}")(x)
-            x = keras.layers.Activation(
-                activation, name=f"{prefix}_activation"
-            )(x)
+        x = _hidden_block(
+            arm,
+            x,
+            filters * 2**i,
+            activation,
+            kernel_initializer,
+            prefix=prefix,
+            kernel_size=3,
+            padding="same",
+            data_format="channels_last",
+        )
         x = keras.layers.MaxPooling2D(
             2, data_format="channels_last", name=f"{prefix}_pool"
         )(x)
@@ -310,67 +430,16 @@ def cnn(
     return keras.Model(inputs, outputs, name=name or f"cnn_{variant}")
 
 
-def _cnn_normalizer(variant, channels, name):
-    if variant == "batch_norm":
-        return keras.layers.BatchNormalization(name=name)
-    if variant == "group_norm":
-        return keras.layers.GroupNormalization(
-            groups=math.gcd(channels, GROUP_NORM_GROUPS), name=name
-        )
-    return keras.layers.LayerNormalization(name=name)
-
-
-def _check_variant(variant, variants):
-    if not isinstance(variant, str) or variant not in variants:
-        raise ValueError(
-            "Received an invalid value for argument `variant`. Expected one "
-            f"of {', '.join(repr(v) for v in variants)}. "
-            f"Received: variant={variant!r}"
-        )
-    return variant
-
-
-def _check_input_shape(input_shape, min_rank, max_rank=None):
-    valid = isinstance(input_shape, (tuple, list)) and all(
-        isinstance(d, numbers.Integral) and not isinstance(d, bool) and d > 0
-        for d in input_shape
-    )
-    rank_ok = valid and min_rank <= len(input_shape) <= (
-        max_rank if max_rank is not None else len(input_shape)
-    )
-    if not rank_ok:
-        if max_rank == min_rank:
-            expected = f"a tuple of {min_rank} positive integers"
-        else:
-            expected = f"a tuple of at least {min_rank} positive integers"
-        raise ValueError(
-            "Received an invalid value for argument `input_shape`. Expected "
-            f"{expected} (the shape of one sample, without the batch axis). "
-            f"Received: input_shape={input_shape!r}"
-        )
-    return tuple(int(d) for d in input_shape)
-
-
-def _check_activation(activation):
-    try:
-        keras.activations.get(activation)
-    except (ValueError, TypeError):
-        raise ValueError(
-            "Received an invalid value for argument `activation`. Expected a "
-            "Keras activation name (e.g. 'tanh', 'relu', 'leaky_relu'), a "
-            f"callable or None. Received: activation={activation!r}"
-        ) from None
-
-
-def _kernel_initializer(variant, kernel_scale, our_variants):
+def _kernel_initializer(arm, kernel_scale):
     if kernel_scale is None:
         return None
-    if variant not in our_variants:
+    if not arm.ours:
         raise ValueError(
             "Received an invalid value for argument `kernel_scale`. Expected "
             "None for a baseline variant: the initialisation scale is a "
-            f"factor of our layers only ({', '.join(our_variants)}). "
-            f"Received: variant={variant!r}, kernel_scale={kernel_scale!r}"
+            "factor of our layers only "
+            f"({', '.join(arm_names(arm.family, ours=True))}). "
+            f"Received: variant={arm.name!r}, kernel_scale={kernel_scale!r}"
         )
     kernel_scale = _validation.positive_float(kernel_scale, "kernel_scale")
     return keras.initializers.RandomNormal(stddev=kernel_scale)

@@ -24,6 +24,7 @@ import keras
 
 from keras_affine_div import _backend
 from keras_affine_div import _conv
+from keras_affine_div import _validation
 
 
 def squared_norm(x, axis=-1, keepdims=False):
@@ -73,11 +74,7 @@ def squared_norm(x, axis=-1, keepdims=False):
     """
     x = _as_float_tensor(x)
     axis = _normalize_axis(axis, len(x.shape))
-    if not isinstance(keepdims, bool):
-        raise TypeError(
-            "Received an invalid type for argument `keepdims`. Expected a "
-            f"bool. Received: keepdims={keepdims!r}"
-        )
+    keepdims = _validation.boolean(keepdims, "keepdims")
     if isinstance(x, keras.KerasTensor):
         return _SquaredNorm(axis, keepdims).symbolic_call(x)
     return _squared_norm(x, axis, keepdims)

@@ -3,7 +3,7 @@
 # own JAX and PyTorch (CUDA builds on a GPU machine; no TensorFlow, no
 # internet), installs Keras, KerasTuner and the other pure-Python wheels
 # from WHEELS (made by scripts/gpu_wheels.sh), then, on the jax and torch
-# backends, runs the layer tests and `benchmarks/layer_overhead.py --quick`,
+# backends, runs the layer tests and `python -m benchmarks.layer_overhead --quick`,
 # and writes the benchmark JSON (gpu-<backend>.json), the log (gpu_check.log)
 # and a summary (gpu_check.json) into OUT. It ends within 8 minutes. On a
 # CPU machine it checks the same things on the CPU.
@@ -64,11 +64,11 @@ for backend in jax torch; do
     tests=failed
   fi
   say "$backend layer tests: $tests ($(tail -1 "$log"))"
-  say "== $backend: benchmarks/layer_overhead.py $bench_mode"
+  say "== $backend: python -m benchmarks.layer_overhead $bench_mode"
   bench_dir="$site/bench-$backend"
   bench=failed
   if timeout "$bench_timeout" env KERAS_BACKEND="$backend" "$PYTHON" \
-      benchmarks/layer_overhead.py "$bench_mode" \
+      -m benchmarks.layer_overhead "$bench_mode" \
       --output "$bench_dir" >> "$log" 2>&1; then
     json=$(ls "$bench_dir"/*.json 2>/dev/null | head -1)
     if [ -n "$json" ] && [ -s "$json" ]; then

@@ -324,7 +324,7 @@ BAD_ARGUMENTS = {
         {"layers": "hidden"},
         TypeError,
         r"Expected `None` or a list of layers or layer names \(str\)\. "
-        r"Received: layers='hidden'$",
+        r"Received: layers='hidden' of type str$",
     ),
     "layers_empty": (
         {"layers": []},
@@ -334,8 +334,8 @@ BAD_ARGUMENTS = {
     "layers_bad_entry": (
         {"layers": ["hidden", 3]},
         TypeError,
-        r"Expected a list of layers or layer names \(str\)\. "
-        r"Received: layers=\['hidden', 3\]$",
+        r"Expected `None` or a list of layers or layer names \(str\)\. "
+        r"Received: layers=\['hidden', 3\] of type list$",
     ),
     "layers_twice": (
         {"layers": ["hidden", "hidden"]},

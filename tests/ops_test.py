@@ -243,7 +243,7 @@ def test_patch_squared_norms_gradient_matches_finite_differences():
             (1, 5, 5, 2),
             {"kernel_size": 3, "padding": "causal"},
             ValueError,
-            r"\['same', 'valid'\].*padding='causal'",
+            r"Expected one of 'valid', 'same'. Received: padding='causal'",
         ),
         (
             (1, 5, 3),

@@ -1,46 +1,18 @@
 """Result files that survive a kill at any point.
 
-Every file is written whole to a temporary name in the same directory,
-flushed to disk and renamed over the old one (`os.replace` is atomic), so a
-reader sees either the old or the new content, never a partial file.
+Every file is written whole through `keras_affine_div._files.write_atomic`
+(a temporary name in the same directory, flushed and renamed over the old
+one), so a reader sees either the old or the new content, never a partial
+file. The provenance a result records (commit, library versions, machine)
+comes from `keras_affine_div._provenance`, shared with the benchmarks.
 """
 
 import csv
 import io
 import json
 import os
-import platform
-import subprocess
-import tempfile
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def write_atomic(path, text):
-    """Writes `text` to `path` atomically.
-
-    Args:
-        path: the file to write; its directory is created if needed.
-        text: str, the whole content.
-    """
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(
-        dir=directory, prefix=os.path.basename(path) + ".", suffix=".tmp"
-    )
-    try:
-        with os.fdopen(fd, "w", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+from keras_affine_div._files import write_atomic
 
 
 def write_json(path, data):
@@ -84,64 +56,3 @@ def _cell(value):
     if isinstance(value, (list, tuple)):
         return " ".join(str(v) for v in value)
     return value
-
-
-def git_state():
-    """Returns `(commit, dirty)` of the repository, or `(None, None)`."""
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=REPO_ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=30,
-        ).stdout.strip()
-        status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=REPO_ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=30,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None, None
-    return commit, bool(status.strip())
-
-
-def library_versions(backend):
-    """Returns the versions of Python and the libraries a result depends on.
-
-    Args:
-        backend: the Keras backend name; its library's version is included.
-
-    Returns:
-        dict: name to version string.
-    """
-    import keras
-    import keras_tuner
-    import numpy
-
-    versions = {
-        "python": platform.python_version(),
-        "keras": keras.__version__,
-        "keras_tuner": keras_tuner.__version__,
-        "numpy": numpy.__version__,
-    }
-    if backend == "tensorflow":
-        import tensorflow
-
-        versions["tensorflow"] = tensorflow.__version__
-    elif backend == "jax":
-        import jax
-
-        versions["jax"] = jax.__version__
-    elif backend == "torch":
-        import torch
-
-        versions["torch"] = torch.__version__
-    from keras_affine_div import version
-
-    versions["keras_affine_div"] = version.__version__
-    return versions

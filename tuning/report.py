@@ -44,11 +44,7 @@ from tuning import statistics
 
 REPORT_MD = schema.REPORT_MD
 # The layers under test; every other arm is a comparator candidate.
-OUR_ARMS = tuple(
-    dict.fromkeys(
-        (*models.OUR_MLP_VARIANTS, *models.OUR_CNN_VARIANTS, "affine_like_head")
-    )
-)
+OUR_ARMS = models.arm_names(ours=True)
 ALPHA = 0.05
 CONFIDENCE = 0.95
 POWER = 0.8

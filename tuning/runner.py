@@ -23,6 +23,7 @@ import os
 import shutil
 import time
 
+from keras_affine_div import _provenance
 from tuning import distributed
 from tuning import lock
 from tuning import records
@@ -100,7 +101,7 @@ def run(study, options=Options()):
 
 
 def _run(study, options, role, backend, runs_dir, out_dir):
-    git_at_start = records.git_state()
+    git_at_start = _provenance.git_state()
     conditions = study.conditions()
     start = time.perf_counter()
     log(

@@ -132,11 +132,11 @@ class ArmTuner(keras_tuner.Tuner):
         best_score = (
             best[0].score
             if best and best[0].score is not None
-            else self._last["val_accuracy"]
+            else self._last[schema.OBJECTIVE]
         )
         self.log(
             f"{self.label}: trial {n} of {of} done: val_accuracy "
-            f"{self._last['val_accuracy']:.4f}"
+            f"{self._last[schema.OBJECTIVE]:.4f}"
             + (" (diverged)" if self._last["diverged"] else "")
             + f" (best so far {best_score:.4f}), "
             f"{self._last['wall_time_s']:.1f} s; elapsed "

@@ -47,7 +47,6 @@ import tomllib
 
 STUDIES_DIR = pathlib.Path(__file__).resolve().parent / "studies"
 
-FAMILIES = ("mlp", "cnn")
 TUNERS = ("bracket", "random", "bayesian")
 SCHEDULES = ("constant", "cosine")
 DATASETS = ("cifar10", "fashion_mnist")
@@ -227,7 +226,7 @@ class Study:
     @property
     def our_arms(self):
         """The arms of the study that are layers of ours."""
-        ours = _our_variants(self.family)
+        ours = _arm_names(self.family, ours=True)
         return tuple(arm for arm in self.arms if arm in ours)
 
     @property
@@ -338,13 +337,14 @@ def _parse(data, path, quick, full):
         optional=set(COMPARE_KEYS) - set(COMPARE_REQUIRED),
     )
     family = compare["family"]
-    if family not in FAMILIES:
+    families = _families()
+    if family not in families:
         raise StudyError(
-            f"{where}: `family` must be one of {FAMILIES}. "
+            f"{where}: `family` must be one of {families}. "
             f"Received: family={family!r}"
         )
     arms = compare["arms"]
-    variants = _variants(family)
+    variants = _arm_names(family)
     if (
         not isinstance(arms, list)
         or not arms
@@ -355,7 +355,7 @@ def _parse(data, path, quick, full):
             f"{where}: `arms` must be a non-empty list of distinct {family} "
             f"variants from {variants}. Received: arms={arms!r}"
         )
-    ours = _our_variants(family)
+    ours = _arm_names(family, ours=True)
     comparators = compare.get(
         "comparators", [arm for arm in arms if arm not in ours]
     )
@@ -625,19 +625,17 @@ def _check_bracket(search, fixed, where):
         )
 
 
-def _our_variants(family):
+def _families():
     from keras_affine_div import models
 
-    return (
-        models.OUR_MLP_VARIANTS if family == "mlp" else models.OUR_CNN_VARIANTS
-    )
+    return models.FAMILIES
 
 
-def _variants(family):
+def _arm_names(family, ours=None):
     # Imported here so that reading a study does not import Keras.
     from keras_affine_div import models
 
-    return models.MLP_VARIANTS if family == "mlp" else models.CNN_VARIANTS
+    return models.arm_names(family, ours=ours)
 
 
 def _check_keys(table, allowed, name, where, required=False, optional=()):

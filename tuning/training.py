@@ -32,11 +32,7 @@ def make_hypermodel(study, arm, data):
     value of our arms' choice.
     """
     s, f = study.search, study.fixed
-    cls = (
-        hypermodels.MLPHyperModel
-        if study.family == "mlp"
-        else hypermodels.CNNHyperModel
-    )
+    cls = hypermodels.HYPERMODELS[study.family]
     if s["tuner"] == "bracket":
         lr_range = tuple(s["learning_rate_limits"])
     else:
@@ -133,7 +129,7 @@ def train(
         inspect(model, "trained")
     h = history.history
     result = {
-        "val_accuracy": float(h["val_accuracy"][-1]),
+        schema.OBJECTIVE: float(h[schema.OBJECTIVE][-1]),
         "val_loss": float(h["val_loss"][-1]),
         "loss": float(h["loss"][-1]),
         "accuracy": float(h["accuracy"][-1]),

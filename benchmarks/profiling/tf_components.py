@@ -6,17 +6,14 @@ why"): each expression alone under `tf.function` (no XLA, as
 rounds of 30 calls, at the benchmark's shapes: conv 32x32x64->64 batch 64,
 dense 3072->1024 batch 256.
 
-    python benchmarks/profiling/tf_components.py [--calls 30]
+    python -m benchmarks.profiling.tf_components [--calls 30]
 """
 
 import argparse
-import os
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import numpy as np
+import tensorflow as tf
 
 
 def median_ms(fn, calls, rounds=9):

@@ -1,27 +1,21 @@
 """PyTorch profiler table of a training step (profiling, not run in CI).
 
 The per-op times quoted in benchmarks/README.md for PyTorch: the models of
-`layer_overhead.py` (conv 32x32x64->64 by default), 3 warm-up steps, then
-5 profiled `train_on_batch` steps, ops sorted by their own CPU time.
+the benchmark (`benchmarks.cases`; conv 32x32x64->64 by default), 3
+warm-up steps, then 5 profiled `train_on_batch` steps, ops sorted by their
+own CPU time.
 
-    KERAS_BACKEND=torch python benchmarks/profiling/torch_profile.py \\
+    KERAS_BACKEND=torch python -m benchmarks.profiling.torch_profile \\
         [--case conv_32x32x64_64] [--models Conv2D,PatchNormConv2D]
 """
 
 import argparse
-import pathlib
-import sys
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO_ROOT))
-sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
+import keras
+from torch.profiler import ProfilerActivity
+from torch.profiler import profile
 
-import keras  # noqa: E402
-import layer_overhead as lo  # noqa: E402
-from torch.profiler import ProfilerActivity  # noqa: E402
-from torch.profiler import profile  # noqa: E402
-
-from keras_affine_div import layers as kad  # noqa: E402
+from benchmarks import cases as bench_cases
 
 
 def main(argv=None):
@@ -32,9 +26,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if keras.backend.backend() != "torch":
         parser.error("run with KERAS_BACKEND=torch")
-    case = next(c for c in lo.CASES["default"] if c[0] == args.case)
+    case = bench_cases.case_named(args.case)
     for candidate in args.models.split(","):
-        model, x, y = lo.make_model(keras, kad, case, candidate)
+        model, x, y = bench_cases.make_model(case, candidate)
         for _ in range(3):
             model.train_on_batch(x, y)
         with profile(activities=[ProfilerActivity.CPU]) as prof:

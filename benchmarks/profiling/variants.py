@@ -1,9 +1,11 @@
 """Interleaved timing of rewrites of the layers (profiling, not run in CI).
 
 The rewrites behind the numbers in benchmarks/README.md ("How the layers
-keep the cost down", "Targets missed, and why"), timed with the machinery
-of `layer_overhead.py` (same models, rounds and median per-round ratios)
-next to `Dense`/`Conv2D`, the library layers and BatchNorm:
+keep the cost down", "Targets missed, and why"), timed with the
+benchmark's own machinery (`benchmarks.timing.run_case`: same models,
+rounds and median per-round ratios) next to `Dense`/`Conv2D`, the library
+layers and BatchNorm. Each rewrite is a candidate of `REGISTRY`, a copy of
+`benchmarks.cases.CANDIDATES` with the rewrites registered:
 
 - `PNConv[plain|cg|cgplain]`: PatchNorm with the squared norms as
   `sum(square(x))`, as the library computes them
@@ -15,31 +17,26 @@ next to `Dense`/`Conv2D`, the library layers and BatchNorm:
   `AffineLikeConv2D` and `PatchNormConv2D` (see each class);
 - `<model>+Scale`: a trainable per-channel scale after the model's layer.
 
-Usage (the backend from KERAS_BACKEND):
+Usage, from the repository root (the backend from KERAS_BACKEND):
 
-    python benchmarks/profiling/variants.py conv --squared-norms plain,cg \
+    python -m benchmarks.profiling.variants conv --squared-norms plain,cg \
         [--extra ALConvA,ALConvB] [--cases 1] [--rounds 9]
-    python benchmarks/profiling/variants.py dense --squared-norms plain,cg
+    python -m benchmarks.profiling.variants dense --squared-norms plain,cg
 
 `--smoke` runs the tiny shapes for one round (the tests).
 """
 
 import argparse
-import pathlib
+import dataclasses
 import sys
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO_ROOT))
-sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
+import keras
+from keras import ops
 
-import keras  # noqa: E402
-import layer_overhead as lo  # noqa: E402
-from keras import ops  # noqa: E402
-
-from keras_affine_div import _backend  # noqa: E402
-from keras_affine_div import layers as kad  # noqa: E402
-
-backend = keras.backend.backend()
+from benchmarks import cases as bench_cases
+from benchmarks import timing
+from keras_affine_div import _backend
+from keras_affine_div import layers as kad
 
 
 def sqnorm_plain(x, axis):
@@ -69,45 +66,49 @@ SQ = {
 }
 
 
-class AffOut(kad.AffineLikeDense):
-    sq = "plain"
+class _ChosenSquaredNorms:
+    """A rewrite that computes its squared norms as `SQ[squared_norms]`."""
 
+    def __init__(self, *args, squared_norms="plain", **kwargs):
+        super().__init__(*args, **kwargs)
+        self.squared_norms = squared_norms
+
+    def get_config(self):
+        return {**super().get_config(), "squared_norms": self.squared_norms}
+
+    def _chosen_squared_norms(self, inputs):
+        return SQ[self.squared_norms](inputs, -1)
+
+
+class AffOut(_ChosenSquaredNorms, kad.AffineLikeDense):
     def call(self, inputs):
-        s = ops.rsqrt(SQ[self.sq](inputs, -1) + 1.0)
+        s = ops.rsqrt(self._chosen_squared_norms(inputs) + 1.0)
         out = ops.matmul(inputs, self.kernel) + self.bias
         return out * s
 
 
-class NormOut(kad.NormLikeDense):
-    sq = "plain"
-
+class NormOut(_ChosenSquaredNorms, kad.NormLikeDense):
     def call(self, inputs):
-        s = ops.rsqrt(SQ[self.sq](inputs, -1) + self.epsilon)
+        s = ops.rsqrt(self._chosen_squared_norms(inputs) + self.epsilon)
         return ops.matmul(inputs, self.kernel) * s + self.bias
 
 
-class PNConv(kad.PatchNormConv2D):
-    sq = "plain"
-
+class PNConv(_ChosenSquaredNorms, kad.PatchNormConv2D):
     def call(self, inputs):
         out = self._convolution(inputs)
-        sq = SQ[self.sq](inputs, -1)
+        sq = self._chosen_squared_norms(inputs)
         ones = ops.ones(self.kernel_size + (1, 1), dtype=inputs.dtype)
         n = ops.conv(sq, ones, strides=self.strides, padding=self.padding)
         return out * ops.rsqrt(n + self.epsilon) + self.bias
 
 
 class ALConvA(kad.AffineLikeConv2D):
-    sq = "plain"
-
     def call(self, inputs):
         out = self._convolution(inputs)
         return (out + self.bias) * self._inverse_patch_norm(inputs, 1.0)
 
 
 class ALConvB(kad.AffineLikeConv2D):
-    sq = "plain"
-
     def call(self, inputs):
         out = self._convolution(inputs)
         s = self._inverse_patch_norm(inputs, 1.0)
@@ -115,8 +116,6 @@ class ALConvB(kad.AffineLikeConv2D):
 
 
 class ALConvC(kad.AffineLikeConv2D):
-    sq = "plain"
-
     def call(self, inputs):
         out = ops.conv(inputs, self.kernel, padding="same") + self.bias
         return out * self._inverse_patch_norm(inputs, 1.0)
@@ -166,30 +165,6 @@ class ALNoBiasEps(kad.AffineLikeConv2D):
         )
 
 
-def mk(cls, sq):
-    return type(f"{cls.__name__}_{sq}", (cls,), {"sq": sq})
-
-
-EXTRA = {}
-for sq in SQ:
-    EXTRA[f"AffOut[{sq}]"] = (mk(AffOut, sq), "dense")
-    EXTRA[f"NormOut[{sq}]"] = (mk(NormOut, sq), "dense")
-    EXTRA[f"PNConv[{sq}]"] = (mk(PNConv, sq), "conv")
-
-for c in (
-    ALConvA,
-    ALConvB,
-    ALConvC,
-    ALConvNoBias,
-    ALConvCG,
-    ALConvStop,
-    PNStop,
-    PNeps1,
-    ALNoBiasEps,
-):
-    EXTRA[c.__name__] = (c, "conv")
-
-
 class _Scale(keras.layers.Layer):
     """A trainable per-channel scale after the measured layer."""
 
@@ -200,19 +175,96 @@ class _Scale(keras.layers.Layer):
         return x * self.s
 
 
-for base in ("Conv2D", "PatchNormConv2D", "AffineLikeConv2D"):
-    EXTRA[base + "+Scale"] = (base, "scale")
+# The conv rewrites of this module, and the benchmark's conv candidates
+# that get a `_Scale` after them: the names `--extra` may give (`EXTRA`).
+CONV_REWRITES = (
+    ALConvA,
+    ALConvB,
+    ALConvC,
+    ALConvNoBias,
+    ALConvCG,
+    ALConvStop,
+    PNStop,
+    PNeps1,
+    ALNoBiasEps,
+)
+SCALED = ("Conv2D", "PatchNormConv2D", "AffineLikeConv2D")
+EXTRA = tuple(cls.__name__ for cls in CONV_REWRITES) + tuple(
+    f"{base}+Scale" for base in SCALED
+)
 
 
-def build_layers(keras_, kad_, candidate, units, _library=lo.build_layers):
-    if candidate in EXTRA and EXTRA[candidate][1] == "scale":
-        return _library(keras_, kad_, EXTRA[candidate][0], units) + [_Scale()]
-    if candidate in EXTRA:
-        cls, family = EXTRA[candidate]
-        if family == "conv":
-            return [cls(units, kernel_size=3, padding="same")]
-        return [cls(units)]
-    return _library(keras_, kad_, candidate, units)
+def _layer(cls, **kwargs):
+    """A factory of one `cls(units, **kwargs)` layer."""
+    return lambda units: [cls(units, **kwargs)]
+
+
+def _scaled(base):
+    """A factory of the benchmark's candidate `base`, then `_Scale`."""
+    return lambda units: bench_cases.CANDIDATES.layers(base, units) + [_Scale()]
+
+
+def _registry():
+    """The benchmark's candidates and every rewrite (a `Registry`)."""
+    registry = bench_cases.CANDIDATES.copy()
+    conv = bench_cases.CONV
+    for sq in SQ:
+        registry.register(f"AffOut[{sq}]", _layer(AffOut, squared_norms=sq))
+        registry.register(f"NormOut[{sq}]", _layer(NormOut, squared_norms=sq))
+        registry.register(
+            f"PNConv[{sq}]", _layer(PNConv, squared_norms=sq, **conv)
+        )
+    for cls in CONV_REWRITES:
+        registry.register(cls.__name__, _layer(cls, **conv))
+    for base in SCALED:
+        registry.register(f"{base}+Scale", _scaled(base))
+    return registry
+
+
+REGISTRY = _registry()
+
+# The candidates of each family's cases, before the chosen rewrites.
+BASE_CANDIDATES = {
+    "dense": (
+        "Dense",
+        "AffineLikeDense",
+        "NormLikeDense",
+        "Dense+LayerNormalization",
+    ),
+    "conv": (
+        "Conv2D",
+        "PatchNormConv2D",
+        "AffineLikeConv2D",
+        "Conv2D+BatchNormalization",
+    ),
+}
+
+
+def variant_cases(family, squared_norms, extra, mode="full"):
+    """The benchmark's cases of `family`, with the rewrites as candidates.
+
+    Args:
+        family: `"dense"` or `"conv"`.
+        squared_norms: names of `SQ`, the squared norms of the `AffOut` and
+            `NormOut` rewrites (dense) or of `PNConv` (conv).
+        extra: names of `EXTRA` (conv only).
+        mode: the mode whose shapes are used. Defaults to `"full"`.
+
+    Returns:
+        list: the `benchmarks.cases.Case`s, every candidate in `REGISTRY`.
+    """
+    if family == "dense":
+        rewrites = [
+            f"{n}[{s}]" for n in ("AffOut", "NormOut") for s in squared_norms
+        ]
+    else:
+        rewrites = [f"PNConv[{s}]" for s in squared_norms] + list(extra)
+    candidates = BASE_CANDIDATES[family] + tuple(rewrites)
+    return [
+        dataclasses.replace(case, candidates=candidates)
+        for case in bench_cases.cases_for(mode)
+        if case.family == family
+    ]
 
 
 def main(argv=None):
@@ -226,7 +278,7 @@ def main(argv=None):
     parser.add_argument(
         "--extra",
         default="",
-        help="comma-separated names of more conv rewrites",
+        help="comma-separated names of more conv rewrites: " + ", ".join(EXTRA),
     )
     parser.add_argument(
         "--cases",
@@ -242,31 +294,14 @@ def main(argv=None):
     unknown = sorted(set(sqs) - set(SQ)) + sorted(set(extra) - set(EXTRA))
     if unknown:
         parser.error(f"unknown variants: {unknown}")
-    lo.build_layers = build_layers
-    if args.family == "dense":
-        lo.DENSE_CANDIDATES = (
-            "Dense",
-            "AffineLikeDense",
-            "NormLikeDense",
-            "Dense+LayerNormalization",
-        ) + tuple(f"{n}[{s}]" for n in ("AffOut", "NormOut") for s in sqs)
-    else:
-        lo.CONV_CANDIDATES = (
-            (
-                "Conv2D",
-                "PatchNormConv2D",
-                "AffineLikeConv2D",
-                "Conv2D+BatchNormalization",
-            )
-            + tuple(f"PNConv[{s}]" for s in sqs)
-            + tuple(extra)
-        )
     mode = "smoke" if args.smoke else "full"
-    settings = dict(lo.MODES[mode], rounds=1 if args.smoke else args.rounds)
-    cases = [c for c in lo.cases_for(mode) if c[1] == args.family]
+    settings = dict(
+        bench_cases.MODES[mode], rounds=1 if args.smoke else args.rounds
+    )
+    cases = variant_cases(args.family, sqs, extra, mode)
     for case in cases[: args.cases]:
-        record = lo.run_case(keras, kad, case, settings, lambda m: None)
-        print(case[0])
+        record = timing.run_case(case, settings, lambda m: None, REGISTRY)
+        print(case.name)
         for name, e in record["candidates"].items():
             t, i = e["train"], e["inference"]
             print(

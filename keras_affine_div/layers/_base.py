@@ -67,13 +67,10 @@ class BaseDivergenceLayer(keras.layers.Layer):
         lora_alpha=None,
         **kwargs,
     ):
-        if not isinstance(use_bias, bool):
-            raise TypeError(
-                "Received an invalid type for argument `use_bias`. Expected "
-                f"a bool. Received: use_bias={use_bias!r}"
-            )
-        if lora_rank is not None:
-            lora_rank = _validation.positive_int(lora_rank, "lora_rank")
+        use_bias = _validation.boolean(use_bias, "use_bias")
+        lora_rank = _validation.positive_int(
+            lora_rank, "lora_rank", allow_none=True
+        )
         lora_alpha = _lora_alpha(lora_alpha, "lora_alpha")
         super().__init__(activity_regularizer=activity_regularizer, **kwargs)
         self.activation = keras.activations.get(activation)

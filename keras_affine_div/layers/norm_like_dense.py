@@ -1,7 +1,7 @@
 import keras
 
+from keras_affine_div import _validation
 from keras_affine_div.layers import _base
-from keras_affine_div.layers import _validation
 
 
 @keras.saving.register_keras_serializable(package="keras_affine_div")

@@ -1,5 +1,5 @@
-"""The layer-overhead benchmark: its tiny mode runs and writes well-formed
-results, its report renders them, and its naive baselines compute PatchNorm.
+"""The layer-overhead benchmark's command line: its tiny mode runs, as the
+README says, and writes well-formed results; `--report` renders them.
 
 No assertion here is about speed: the machine running the tests is not the
 machine the results describe.
@@ -8,19 +8,17 @@ machine the results describe.
 import json
 import math
 import os
-import pathlib
 import subprocess
 import sys
 
 import keras
-import numpy as np
 import pytest
 
+from benchmarks import cases
 from benchmarks import layer_overhead
-from keras_affine_div.layers import PatchNormConv2D
-
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
-SCRIPT = REPO_ROOT / "benchmarks" / "layer_overhead.py"
+from benchmarks import report
+from benchmarks import runner
+from keras_affine_div import _provenance
 
 
 def _strict_json(text):
@@ -32,18 +30,6 @@ def _strict_json(text):
     return json.loads(text, parse_constant=refuse)
 
 
-def _run(*args):
-    env = dict(os.environ, KERAS_BACKEND=keras.backend.backend())
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-        cwd=REPO_ROOT,
-    )
-
-
 def _positive_finite(value):
     return isinstance(value, float) and math.isfinite(value) and value > 0
 
@@ -52,7 +38,21 @@ def _positive_finite(value):
 def smoke(tmp_path_factory):
     """One `--smoke` run: (output directory, JSON path, parsed result)."""
     output = tmp_path_factory.mktemp("benchmark")
-    proc = _run("--smoke", "--output", output)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.layer_overhead",
+            "--smoke",
+            "--output",
+            str(output),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, KERAS_BACKEND=keras.backend.backend()),
+        cwd=_provenance.REPO_ROOT,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     paths = sorted(output.glob("*.json"))
     assert len(paths) == 1, paths
@@ -61,15 +61,27 @@ def smoke(tmp_path_factory):
 
 @pytest.mark.slow
 def test_smoke_run_writes_the_result_file(smoke):
-    _, path, result = smoke
+    output, path, result = smoke
     backend = keras.backend.backend()
+    assert path == report.result_path(
+        output, result["machine"], backend, "smoke"
+    )
     assert path.name == f"{result['machine']}-{backend}-smoke.json"
+    assert result["machine"] == _provenance.machine_name()
     assert result["backend"] == backend
     assert result["mode"] == "smoke"
     assert result["benchmark"] == "layer_overhead"
-    assert result["schema_version"] == layer_overhead.SCHEMA_VERSION
+    assert result["schema_version"] == runner.SCHEMA_VERSION
+    assert result["command"][1:] == [
+        "-m",
+        "benchmarks.layer_overhead",
+        "--smoke",
+        "--output",
+        str(output),
+    ]
     assert result["versions"]["keras"] == keras.__version__
     assert set(result["git"]) == {"commit", "dirty"}
+    assert set(result["platform"]) >= {"system", "cpu_count", "accelerator"}
     assert result["settings"]["rounds"] == 1
     assert len(result["load_average"]["start"]) == 3
 
@@ -81,13 +93,14 @@ def test_smoke_run_times_every_model_against_its_baseline(smoke):
     families = {case["family"] for case in result["cases"]}
     assert families == {"dense", "conv"}
     for case in result["cases"]:
-        expected = layer_overhead.candidates_of(case["family"])
-        assert list(case["candidates"]) == list(expected)
-        assert case["baseline"] == expected[0]
+        expected = cases.case_named(case["name"], "smoke")
+        assert case == {**case, **expected.record()}
+        assert list(case["candidates"]) == list(expected.candidates)
+        assert case["baseline"] == expected.baseline
         assert isinstance(case["jit_compile"], bool)
         for name, entry in case["candidates"].items():
             assert entry["params"] > 0
-            assert entry["layers"]
+            assert entry["layers"][0] == "InputScale"
             for phase in ("train", "inference"):
                 record = entry[phase]
                 assert len(record["round_times_s"]) == rounds
@@ -119,6 +132,7 @@ def test_smoke_run_measures_conv_memory_and_targets(smoke):
     conv = [case for case in result["cases"] if case["family"] == "conv"]
     assert conv and all(case.get("memory") for case in conv)
     for case in conv:
+        assert list(case["memory"]) == list(cases.MODES["smoke"]["memory"])
         for entry in case["memory"].values():
             for key in (
                 "first_step_peak_increase_mib",
@@ -135,68 +149,60 @@ def test_smoke_run_measures_conv_memory_and_targets(smoke):
 
 
 @pytest.mark.slow
-def test_report_writes_tables_between_the_markers(smoke, tmp_path):
+def test_report_writes_tables_between_the_markers(smoke, tmp_path, capsys):
     output, _, result = smoke
     readme = tmp_path / "README.md"
     readme.write_text(
-        "# Intro\n\n"
-        f"{layer_overhead.README_BEGIN}\nold\n{layer_overhead.README_END}\n"
-        "\nOutro\n"
+        f"# Intro\n\n{report.README_BEGIN}\nold\n{report.README_END}\n\nOutro\n"
     )
-    proc = _run("--report", "--output", output, "--readme", readme)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    layer_overhead.main(["--report", "--output", output, "--readme", readme])
+    assert f"wrote 1 result tables into {readme}" in capsys.readouterr().out
     text = readme.read_text()
     assert text.startswith("# Intro\n") and text.endswith("\nOutro\n")
     assert "old" not in text
     assert f"### {result['backend']} on {result['machine']} (smoke)" in text
     assert "| dense_3072_1024 | `AffineLikeDense` |" in text
+    assert "| conv_32x32x64_64 | `PatchNormConv2D` |" in text
 
 
-@pytest.mark.parametrize("kind", ["extract_patches", "slices"])
-@pytest.mark.parametrize("padding", ["same", "valid"])
-def test_naive_patch_norm_computes_patch_norm_conv2d(kind, padding):
-    naive_cls = layer_overhead.naive_patch_norm_layers(keras)[kind]
-    x = np.random.default_rng(0).normal(size=(2, 7, 6, 3)).astype("float32")
-    ours = PatchNormConv2D(4, 3, padding=padding)
-    naive = naive_cls(4, 3, padding=padding)
-    expected = ours(x)
-    naive(x)
-    naive.kernel.assign(ours.kernel)
-    naive.bias.assign(keras.random.normal((4,), seed=1))
-    ours.bias.assign(naive.bias)
-    np.testing.assert_allclose(
-        keras.ops.convert_to_numpy(naive(x)),
-        keras.ops.convert_to_numpy(ours(x)),
-        rtol=1e-4,
-        atol=1e-5,
-    )
-    assert tuple(expected.shape) == tuple(naive(x).shape)
+@pytest.mark.parametrize(
+    "argv, mode, rounds",
+    [
+        ([], "full", None),
+        (["--quick"], "quick", None),
+        (["--smoke", "--rounds", "3"], "smoke", 3),
+        (["--report"], "report", None),
+        (["--mode", "quick"], "quick", None),
+    ],
+    ids=["full", "quick", "smoke_rounds", "report", "hidden_mode"],
+)
+def test_parse_args_fills_the_options(argv, mode, rounds):
+    options = layer_overhead.parse_args(argv)
+    assert options.mode == mode
+    assert options.rounds == rounds
+    assert options.output == str(report.RESULTS_DIR)
+    assert options.readme == str(report.README)
+    assert list(options.command[len(options.command) - len(argv) :]) == argv
 
 
-def test_git_commit_is_modified_only_by_code(tmp_path, monkeypatch):
-    def git(*args):
-        subprocess.run(
-            ["git", *args], cwd=tmp_path, check=True, capture_output=True
-        )
+def test_parse_args_refuses_no_rounds(capsys):
+    with pytest.raises(SystemExit) as info:
+        layer_overhead.parse_args(["--rounds", "0"])
+    assert info.value.code == 2
+    assert "--rounds must be >= 1. Received: 0" in capsys.readouterr().err
 
-    git("init", "-q")
-    for path in (
-        "keras_affine_div/core.py",
-        "benchmarks/bench.py",
-        "benchmarks/README.md",
-        "benchmarks/results/run.json",
-    ):
-        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / path).write_text("original\n")
-    git("add", ".")
-    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c")
-    monkeypatch.setattr(layer_overhead, "REPO_ROOT", tmp_path)
-    assert layer_overhead.git_commit()["dirty"] is False
-    # A run rewrites results, and the README may be edited meanwhile.
-    (tmp_path / "benchmarks/results/run.json").write_text("new\n")
-    (tmp_path / "benchmarks/README.md").write_text("new\n")
-    assert layer_overhead.git_commit()["dirty"] is False
-    for path in ("benchmarks/bench.py", "keras_affine_div/core.py"):
-        (tmp_path / path).write_text("changed\n")
-        assert layer_overhead.git_commit()["dirty"] is True
-        git("checkout", "--", path)
+
+def test_parse_args_refuses_two_modes(capsys):
+    with pytest.raises(SystemExit) as info:
+        layer_overhead.parse_args(["--quick", "--report"])
+    assert info.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_provenance_comes_from_the_shared_module(monkeypatch):
+    monkeypatch.setattr(_provenance, "git_state", lambda: ("abc123", True))
+    origin = runner.provenance()
+    assert origin["git"] == {"commit": "abc123", "dirty": True}
+    assert origin["versions"] == _provenance.library_versions()
+    assert origin["platform"] == _provenance.machine()
+    assert origin["machine"] == _provenance.machine_name()

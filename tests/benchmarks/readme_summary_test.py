@@ -7,14 +7,15 @@ the README is updated.
 """
 
 import json
-import pathlib
 import re
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+from benchmarks import report
+from keras_affine_div import _provenance
+
 # The committed full runs (a local --quick run writes `-quick.json` files
 # next to them, which the README does not describe).
 RESULTS = [
-    REPO_ROOT / "benchmarks" / "results" / f"cpu-2core-{backend}.json"
+    report.RESULTS_DIR / f"cpu-2core-{backend}.json"
     for backend in ("tensorflow", "jax", "torch")
 ]
 
@@ -67,7 +68,7 @@ def _format(values, places):
 def test_readme_cost_table_matches_committed_results():
     for path in RESULTS:
         assert json.loads(path.read_text())["mode"] == "full", path
-    readme = (REPO_ROOT / "README.md").read_text()
+    readme = (_provenance.REPO_ROOT / "README.md").read_text()
     for label, (candidates, reference) in ROWS.items():
         match = re.search(
             r"^\| " + re.escape(label) + r" \| (.+?) \| (.+?) \|$",
@@ -82,14 +83,14 @@ def test_readme_cost_table_matches_committed_results():
 
 
 def test_benchmarks_readme_before_after_table_matches_the_two_runs():
-    results = REPO_ROOT / "benchmarks" / "results"
+    results = report.RESULTS_DIR
     before = json.loads(
         (results / "archive" / "cpu-2core-tensorflow-3223dd0.json").read_text()
     )
     after = json.loads((results / "cpu-2core-tensorflow.json").read_text())
     assert before["git"]["commit"].startswith("3223dd0")
     assert after["git"]["commit"].startswith("8198b04")
-    readme = (REPO_ROOT / "benchmarks" / "README.md").read_text()
+    readme = report.README.read_text()
     rows = re.findall(
         r"^\| (\w+) \| `(\w+)` \| ([\d.]+)x \| ([\d.]+)x \| ([\d.]+)x \| "
         r"([\d.]+)x \|$",

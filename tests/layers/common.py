@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from keras_affine_div import _backend
+from tests.layers import reference
 from tests.testing import to_numpy
 
 
@@ -208,6 +209,51 @@ CONV3D_CASES = [
     ),
 ]
 CONV3D_IDS = [case[0] for case in CONV3D_CASES]
+
+
+def conv_reference(layer, kernel, bias):
+    """The NumPy reference of the built convolution `layer`: `x -> output`.
+
+    PatchNorm layers divide by `sqrt(|P|^2 + epsilon)` with the bias after
+    the division; affine-like ones by `sqrt(|P|^2 + 1)`, the bias inside.
+    """
+    patch_norm = hasattr(layer, "epsilon")
+    return functools.partial(
+        reference.patch_conv,
+        kernel=kernel,
+        bias=bias,
+        strides=layer.strides,
+        padding=layer.padding,
+        data_format=layer.data_format,
+        dilation_rate=layer.dilation_rate,
+        groups=layer.groups,
+        offset=layer.epsilon if patch_norm else 1.0,
+        bias_inside=not patch_norm,
+    )
+
+
+def assert_conv_matches_reference(layer_cls, kwargs, input_shape, **extra):
+    """`layer_cls(4, **extra, **kwargs)` with random weights, against NumPy.
+
+    Skips where Keras' own convolution does not run the data format.
+    """
+    skip_unless_supported(kwargs, rank=len(input_shape) - 2)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(input_shape).astype("float32")
+    layer = layer_cls(4, **extra, **kwargs)
+    layer.build(input_shape)
+    kernel = rng.standard_normal(tuple(layer.kernel.shape)).astype("float32")
+    bias = rng.standard_normal(4).astype("float32")
+    layer.kernel.assign(kernel)
+    layer.bias.assign(bias)
+    expected = conv_reference(layer, kernel, bias)(x)
+    y = to_numpy(layer(x))
+    assert (
+        y.shape
+        == expected.shape
+        == tuple(layer.compute_output_shape(input_shape))
+    )
+    np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-5)
 
 
 def last_preactivation_rms(make_layer, input_shape, depth=10):

@@ -92,19 +92,7 @@ def _check_conv_input_gradient(layer_cls, kwargs, input_shape, rank):
     x = rng.standard_normal(input_shape).astype("float32")
     layer = layer_cls(4, **kwargs)
     kernel, bias = set_random_weights(layer, input_shape, rng)
-    patch_norm = hasattr(layer, "epsilon")
-    ref = functools.partial(
-        reference.patch_conv,
-        kernel=kernel,
-        bias=bias,
-        strides=layer.strides,
-        padding=layer.padding,
-        data_format=layer.data_format,
-        dilation_rate=layer.dilation_rate,
-        groups=layer.groups,
-        offset=layer.epsilon if patch_norm else 1.0,
-        bias_inside=not patch_norm,
-    )
+    ref = common.conv_reference(layer, kernel, bias)
     assert_input_gradient_matches(layer, ref, x)
 
 

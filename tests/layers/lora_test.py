@@ -190,7 +190,7 @@ def test_lora_rank_argument_enables_lora_at_build(
     layer_cls, kwargs, input_shape, keras_cls
 ):
     lora = {"lora_rank": 3, "lora_alpha": 6}
-    testing.assert_config_round_trip(layer_cls, {**kwargs, **lora})
+    testing.TestCase().run_serialization_test(layer_cls, {**kwargs, **lora})
     layer = layer_cls(**kwargs, **lora)
     assert not layer.lora_enabled
     layer.build(input_shape)

@@ -7,19 +7,11 @@ import sys
 
 import numpy as np
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
-CLASSES = (
-    "airplane",
-    "automobile",
-    "bird",
-    "cat",
-    "deer",
-    "dog",
-    "frog",
-    "horse",
-    "ship",
-    "truck",
-)
+from keras_affine_div import _provenance
+from keras_affine_div.datasets import cifar10
+
+REPO_ROOT = _provenance.REPO_ROOT
+CLASSES = cifar10.CLASS_NAMES
 
 TINY_STUDY = """
 description = "The smoke study, shrunk for the tests."

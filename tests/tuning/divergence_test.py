@@ -2,6 +2,7 @@ import shutil
 
 import pytest
 
+from keras_affine_div import _provenance
 from tests.tuning import common
 from tuning import divergence
 from tuning import records
@@ -12,7 +13,7 @@ from tuning import records
 def test_divergence_of_the_smoke_study(tmp_path):
     data_dir = common.write_image_folder(tmp_path / "cifar10")
     shutil.copytree(
-        records.REPO_ROOT + "/tuning/results/smoke",
+        str(_provenance.REPO_ROOT / "tuning" / "results" / "smoke"),
         tmp_path / "results" / "smoke",
     )
     status = divergence.main(

@@ -3,7 +3,7 @@ import shutil
 
 import pytest
 
-from tuning import records
+from keras_affine_div import _provenance
 from tuning import report
 from tuning import statistics
 
@@ -323,7 +323,7 @@ def test_v1_comparators_from_the_rows_without_a_summary():
 
 
 def test_report_on_committed_smoke_results(tmp_path):
-    src = records.REPO_ROOT + "/tuning/results/smoke"
+    src = str(_provenance.REPO_ROOT / "tuning" / "results" / "smoke")
     shutil.copytree(src, tmp_path / "smoke")
     assert report.main(["smoke", "--results-dir", str(tmp_path)]) == 0
     text = (tmp_path / "smoke" / report.REPORT_MD).read_text()

@@ -1,0 +1,458 @@
+"""What every layer of the package keeps: one test per contract.
+
+Each test runs over the layer classes, with the construction arguments and
+input shapes of the tables below: the harness of `tests.testing`, the
+output shape of Keras' own layer, zero input, float16 overflow, the signal
+of a deep stack, and the argument checks. The per-layer files keep what is
+particular to one layer: its NumPy reference and exact identities.
+"""
+
+import keras
+import numpy as np
+import pytest
+
+from keras_affine_div import layers
+from tests import testing
+from tests.layers import bad_arguments
+from tests.layers import common
+from tests.layers import reference
+
+FLOAT16_MAX = 65504
+
+# Every layer class: its test id and rank (`None` for the dense layers).
+LAYERS = {
+    layers.AffineLikeDense: ("affine_like_dense", None),
+    layers.NormLikeDense: ("norm_like_dense", None),
+    layers.PatchNormConv1D: ("patch_norm_conv1d", 1),
+    layers.PatchNormConv2D: ("patch_norm_conv2d", 2),
+    layers.PatchNormConv3D: ("patch_norm_conv3d", 3),
+    layers.AffineLikeConv1D: ("affine_like_conv1d", 1),
+    layers.AffineLikeConv2D: ("affine_like_conv2d", 2),
+    layers.AffineLikeConv3D: ("affine_like_conv3d", 3),
+}
+CLASSES = list(LAYERS)
+CLASS_IDS = [LAYERS[cls][0] for cls in CLASSES]
+DENSE_CLASSES = [cls for cls in CLASSES if LAYERS[cls][1] is None]
+CONV_CLASSES = [cls for cls in CLASSES if LAYERS[cls][1] is not None]
+CONV_CASES = {
+    1: common.CONV1D_CASES,
+    2: common.CONV_CASES,
+    3: common.CONV3D_CASES,
+}
+
+
+def _keras_cls(cls):
+    """The Keras layer with the same output shape: `Dense` or `ConvND`."""
+    rank = LAYERS[cls][1]
+    return keras.layers.Dense if rank is None else common.KERAS_CONV[rank]
+
+
+def _by_class(dense, conv_by_rank):
+    """A table over every class: one entry for the dense layers, one per rank.
+
+    Args:
+        dense: The entry of the dense layers.
+        conv_by_rank: Dict, rank -> the entry of the convolutions of that
+            rank.
+
+    Returns:
+        Dict, layer class -> entry.
+    """
+    table = {cls: dense for cls in DENSE_CLASSES}
+    table.update({cls: conv_by_rank[LAYERS[cls][1]] for cls in CONV_CLASSES})
+    return table
+
+
+def _keras_output_shape(cls, init_kwargs, input_shape):
+    kwargs = {
+        key: value
+        for key, value in init_kwargs.items()
+        if key not in ("epsilon", "name")
+    }
+    return tuple(_keras_cls(cls)(**kwargs).compute_output_shape(input_shape))
+
+
+def _harness_case(cls, name, init_kwargs, input_shape, **expected):
+    return pytest.param(
+        cls, init_kwargs, input_shape, expected, id=f"{LAYERS[cls][0]}-{name}"
+    )
+
+
+def _conv_harness_cases(cls, rank, indices, **extra_kwargs):
+    return [
+        _harness_case(
+            cls, name, {"filters": 4, **extra_kwargs, **kwargs}, input_shape
+        )
+        for name, kwargs, input_shape in (CONV_CASES[rank][i] for i in indices)
+    ]
+
+
+# Every argument set, none at its default, for each convolution.
+_CONV_EVERY_ARGUMENT = {
+    "data_format": "channels_last",
+    "groups": 1,
+    "use_bias": False,
+    "bias_initializer": "ones",
+    "kernel_regularizer": "l2",
+    "bias_regularizer": "l1",
+    "activity_regularizer": "l2",
+    "kernel_constraint": "max_norm",
+    "bias_constraint": "non_neg",
+}
+_PATCH_NORM_EVERY_ARGUMENT = {
+    **_CONV_EVERY_ARGUMENT,
+    "epsilon": 0.25,
+    "activation": "relu",
+    "kernel_initializer": "glorot_uniform",
+}
+_AFFINE_LIKE_EVERY_ARGUMENT = {
+    **_CONV_EVERY_ARGUMENT,
+    "activation": "tanh",
+    "kernel_initializer": "orthogonal",
+}
+
+
+def _conv_every_argument_case(cls, base, input_shape, output_shape, **kwargs):
+    """A convolution with every argument set, none at its default.
+
+    The arguments of `base`, two filters and `kwargs`. Without a bias the
+    layer has one trainable weight; the kernel and activity regularizers
+    add two losses.
+    """
+    return _harness_case(
+        cls,
+        "every_argument",
+        {**base, "filters": 2, **kwargs},
+        input_shape,
+        output_shape=output_shape,
+        num_trainable_weights=1,
+        num_losses=2,
+        run_precision_checks=False,
+    )
+
+
+# The cases of `run_layer_test`: (class, case name, constructor arguments,
+# input shape, what differs from the defaults of `test_layer_contracts`).
+HARNESS_CASES = [
+    _harness_case(layers.AffineLikeDense, "basic", {"units": 5}, (4, 3)),
+    _harness_case(
+        layers.AffineLikeDense,
+        "rank3_tanh",
+        {"units": 3, "activation": "tanh"},
+        (2, 6, 4),
+    ),
+    _harness_case(
+        layers.AffineLikeDense,
+        "no_bias",
+        {"units": 4, "use_bias": False},
+        (3, 7),
+        num_trainable_weights=1,
+    ),
+    _harness_case(
+        layers.AffineLikeDense,
+        "every_argument",
+        {
+            "units": 2,
+            "kernel_initializer": "glorot_uniform",
+            "bias_initializer": "ones",
+            "kernel_regularizer": "l2",
+            "bias_regularizer": "l1",
+            "activity_regularizer": "l2",
+            "kernel_constraint": "max_norm",
+            "bias_constraint": "non_neg",
+            "name": "affine_like",
+        },
+        (2, 3),
+        num_losses=3,
+    ),
+    _harness_case(layers.NormLikeDense, "basic", {"units": 5}, (4, 3)),
+    _harness_case(
+        layers.NormLikeDense,
+        "rank3_relu_eps",
+        {"units": 3, "epsilon": 0.5, "activation": "relu"},
+        (2, 6, 4),
+    ),
+    _harness_case(
+        layers.NormLikeDense,
+        "no_bias",
+        {"units": 4, "use_bias": False},
+        (3, 7),
+        num_trainable_weights=1,
+    ),
+    _harness_case(
+        layers.NormLikeDense,
+        "every_argument",
+        {
+            "units": 2,
+            "epsilon": 1e-5,
+            "kernel_initializer": "he_normal",
+            "bias_initializer": "ones",
+            "kernel_regularizer": "l1l2",
+            "bias_regularizer": "l2",
+            "activity_regularizer": "l1",
+            "kernel_constraint": "unit_norm",
+            "bias_constraint": "non_neg",
+            "name": "norm_like",
+        },
+        (2, 3),
+        num_losses=3,
+    ),
+    *_conv_harness_cases(layers.PatchNormConv1D, 1, (2, 7, 10), epsilon=0.01),
+    _conv_every_argument_case(
+        layers.PatchNormConv1D,
+        _PATCH_NORM_EVERY_ARGUMENT,
+        (2, 7, 3),
+        (2, 7, 2),
+        kernel_size=3,
+        strides=1,
+        padding="causal",
+        dilation_rate=2,
+        name="pn1",
+    ),
+    *_conv_harness_cases(layers.PatchNormConv2D, 2, (1, 3, 7, 9), epsilon=0.01),
+    _conv_every_argument_case(
+        layers.PatchNormConv2D,
+        _PATCH_NORM_EVERY_ARGUMENT,
+        (2, 6, 5, 3),
+        (2, 2, 4, 2),
+        kernel_size=(3, 2),
+        strides=1,
+        padding="valid",
+        dilation_rate=(2, 1),
+        name="pn",
+    ),
+    *_conv_harness_cases(layers.PatchNormConv3D, 3, (1, 4), epsilon=0.01),
+    _conv_every_argument_case(
+        layers.PatchNormConv3D,
+        _PATCH_NORM_EVERY_ARGUMENT,
+        (2, 3, 2, 4, 3),
+        (2, 2, 2, 2, 2),
+        kernel_size=(2, 1, 2),
+        strides=1,
+        padding="valid",
+        dilation_rate=(1, 1, 2),
+        name="pn3",
+    ),
+    *_conv_harness_cases(layers.AffineLikeConv1D, 1, (0, 4, 8, 9)),
+    _conv_every_argument_case(
+        layers.AffineLikeConv1D,
+        _AFFINE_LIKE_EVERY_ARGUMENT,
+        (2, 7, 3),
+        (2, 4, 2),
+        kernel_size=(2,),
+        strides=2,
+        padding="same",
+        dilation_rate=1,
+        name="alc1",
+    ),
+    *_conv_harness_cases(layers.AffineLikeConv2D, 2, (0, 2, 7, 8)),
+    _conv_every_argument_case(
+        layers.AffineLikeConv2D,
+        _AFFINE_LIKE_EVERY_ARGUMENT,
+        (2, 5, 6, 3),
+        (2, 5, 3, 2),
+        kernel_size=(2, 3),
+        strides=(1, 2),
+        padding="same",
+        dilation_rate=1,
+        name="alc",
+    ),
+    *_conv_harness_cases(layers.AffineLikeConv3D, 3, (0, 2, 3)),
+    _conv_every_argument_case(
+        layers.AffineLikeConv3D,
+        _AFFINE_LIKE_EVERY_ARGUMENT,
+        (2, 3, 4, 2, 3),
+        (2, 3, 2, 2, 2),
+        kernel_size=2,
+        strides=(1, 2, 1),
+        padding="same",
+        dilation_rate=1,
+        name="alc3",
+    ),
+]
+
+# Zero input, with the bias initialised to ones: (constructor arguments,
+# input shape, output shape, a floor for the largest input gradient).
+ZERO_INPUT = {
+    **_by_class(
+        ({"units": 4}, (2, 8), (2, 4), 0.0),
+        {
+            1: (
+                {"filters": 3, "kernel_size": 3, "padding": "causal"},
+                (2, 6, 2),
+                (2, 6, 3),
+                0.0,
+            ),
+            2: (
+                {"filters": 3, "kernel_size": 3, "padding": "same"},
+                (2, 5, 5, 2),
+                (2, 5, 5, 3),
+                0.0,
+            ),
+            3: (
+                {"filters": 3, "kernel_size": 2, "padding": "same"},
+                (2, 3, 3, 3, 2),
+                (2, 3, 3, 3, 3),
+                0.0,
+            ),
+        },
+    ),
+    # d(x / sqrt(|x|^2 + eps))/dx = I / sqrt(eps) at x = 0.
+    layers.NormLikeDense: ({"units": 4}, (2, 8), (2, 4), 1.0),
+}
+
+# Inputs whose squared norms overflow float16: (constructor arguments,
+# input shape, input scale, atol against float32, how many times float16's
+# maximum each squared norm (of a row, or of an interior patch) exceeds).
+OVERFLOW = _by_class(
+    ({"units": 16}, (4, 1024), 300, 2e-2, 100),
+    {
+        1: (
+            {"filters": 8, "kernel_size": 3, "padding": "causal"},
+            (2, 16, 16),
+            100,
+            3e-2,
+            2,
+        ),
+        2: (
+            {"filters": 8, "kernel_size": 3, "padding": "same"},
+            (2, 8, 8, 16),
+            100,
+            3e-2,
+            10,
+        ),
+        3: (
+            {"filters": 8, "kernel_size": 3, "padding": "same"},
+            (2, 5, 5, 5, 8),
+            100,
+            3e-2,
+            10,
+        ),
+    },
+)
+
+# A 10-layer tanh stack at the default initialisation: (constructor
+# arguments, input shape).
+DEEP_STACK = _by_class(
+    ({"units": 512}, (256, 3072)),
+    {
+        1: ({"filters": 32, "kernel_size": 3, "padding": "causal"}, (8, 32, 3)),
+        2: (
+            {"filters": 32, "kernel_size": 3, "padding": "same"},
+            (8, 16, 16, 3),
+        ),
+        3: (
+            {"filters": 16, "kernel_size": 3, "padding": "same"},
+            (2, 6, 6, 6, 3),
+        ),
+    },
+)
+
+
+def _conv_shape_cases():
+    for cls in CONV_CLASSES:
+        cls_id, rank = LAYERS[cls]
+        for name, kwargs, input_shape in CONV_CASES[rank]:
+            yield pytest.param(cls, kwargs, input_shape, id=f"{cls_id}-{name}")
+
+
+class TestLayerContracts(testing.TestCase):
+    @pytest.mark.parametrize(
+        "cls,init_kwargs,input_shape,expected", HARNESS_CASES
+    )
+    def test_layer_contracts(self, cls, init_kwargs, input_shape, expected):
+        common.skip_unless_supported(init_kwargs, rank=len(input_shape) - 2)
+        output_shape = expected.get("output_shape") or _keras_output_shape(
+            cls, init_kwargs, input_shape
+        )
+        self.run_layer_test(
+            cls,
+            init_kwargs,
+            input_shape,
+            output_shape,
+            expected_num_trainable_weights=expected.get(
+                "num_trainable_weights", 2
+            ),
+            expected_num_losses=expected.get("num_losses", 0),
+            # The mask passes through the dense layers, as through `Dense`;
+            # Keras' convolutions and ours take none.
+            supports_masking=cls in DENSE_CLASSES,
+            run_precision_checks=expected.get("run_precision_checks", True),
+        )
+
+    @pytest.mark.parametrize("cls,kwargs,input_shape", _conv_shape_cases())
+    def test_output_shape_is_keras_conv_output_shape(
+        self, cls, kwargs, input_shape
+    ):
+        self.assertEqual(
+            tuple(cls(4, **kwargs).compute_output_shape(input_shape)),
+            _keras_output_shape(cls, {"filters": 4, **kwargs}, input_shape),
+            f"Output shape of {cls.__name__}",
+        )
+
+    @pytest.mark.parametrize(
+        "policy,rtol", [("float32", 1e-6), ("mixed_float16", 1e-3)]
+    )
+    @pytest.mark.parametrize("cls", CLASSES, ids=CLASS_IDS)
+    def test_zero_input_gives_finite_output_and_gradient(
+        self, cls, policy, rtol
+    ):
+        kwargs, input_shape, output_shape, grad_floor = ZERO_INPUT[cls]
+        layer = cls(**kwargs, bias_initializer="ones", dtype=policy)
+        x = np.zeros(input_shape, "float32")
+        y = testing.to_numpy(keras.ops.cast(layer(x), "float32"))
+        np.testing.assert_allclose(y, np.ones(output_shape), rtol=rtol)
+        grad = common.input_gradient(layer, x)
+        self.assertShape(grad, x.shape, "Input gradient")
+        self.assertAllFinite(grad, "Input gradient at zero")
+        self.assertTrue(
+            np.max(np.abs(grad)) > grad_floor,
+            f"Input gradient at zero: max |grad| = {np.max(np.abs(grad))}, "
+            f"not above {grad_floor}",
+        )
+
+    @pytest.mark.parametrize("cls", CLASSES, ids=CLASS_IDS)
+    def test_huge_input_does_not_overflow_in_float16(self, cls):
+        kwargs, input_shape, scale, atol, excess = OVERFLOW[cls]
+        rng = np.random.default_rng(3)
+        x = (rng.standard_normal(input_shape) * scale).astype("float32")
+        ref = cls(**kwargs, bias_initializer="random_normal")
+        low = cls(**kwargs, dtype="mixed_float16")
+        ref.build(x.shape)
+        low.build(x.shape)
+        # Every value fits in float16; every squared norm far exceeds it.
+        self.assertTrue(np.max(np.abs(x)) < FLOAT16_MAX, "Input too large")
+        if cls in DENSE_CLASSES:
+            squared_norms = np.sum(x.astype(np.float64) ** 2, axis=-1)
+        else:
+            squared_norms = reference.patch_squared_norms(
+                x, ref.kernel_size, ref.strides, dilation_rate=ref.dilation_rate
+            )
+        self.assertTrue(
+            np.all(squared_norms > FLOAT16_MAX * excess),
+            f"Smallest squared norm {np.min(squared_norms)}",
+        )
+        for a, b in zip(low.weights, ref.weights):
+            a.assign(b)
+        y = testing.to_numpy(keras.ops.cast(low(x), "float32"))
+        self.assertAllFinite(y, "float16 output")
+        np.testing.assert_allclose(y, testing.to_numpy(ref(x)), atol=atol)
+        self.assertAllFinite(common.input_gradient(low, x), "float16 gradient")
+
+    @pytest.mark.parametrize("cls", CLASSES, ids=CLASS_IDS)
+    def test_default_initialisation_keeps_deep_stack_at_unit_scale(self, cls):
+        kwargs, input_shape = DEEP_STACK[cls]
+        rms = common.last_preactivation_rms(lambda: cls(**kwargs), input_shape)
+        assert 0.2 < rms < 5, rms
+
+    @pytest.mark.parametrize(
+        "cls,kwargs,error,match",
+        [
+            pytest.param(cls, *case, id=f"{LAYERS[cls][0]}-{name}")
+            for cls, cases in bad_arguments.BAD_ARGUMENTS.items()
+            for name, case in cases.items()
+        ],
+    )
+    def test_bad_arguments_raise(self, cls, kwargs, error, match):
+        with pytest.raises(error, match=match):
+            cls(**kwargs)
