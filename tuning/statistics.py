@@ -71,10 +71,7 @@ def non_inferiority(a, b, margin):
         ValueError: if `margin` is negative or not finite.
     """
     _check_margin(margin)
-    d, se, df = _d_se_df(a, b)
-    if not _usable(se):
-        return math.nan
-    return float(stats.t.sf((d + margin) / se, df))
+    return _welch_tail(a, b, margin, upper=True)
 
 
 def superiority(a, b):
@@ -91,10 +88,7 @@ def superiority(a, b):
     Returns:
         float: the p-value, `nan` where `welch` has no `se`.
     """
-    d, se, df = _d_se_df(a, b)
-    if not _usable(se):
-        return math.nan
-    return float(stats.t.sf(d / se, df))
+    return _welch_tail(a, b, 0.0, upper=True)
 
 
 def inferiority(a, b, margin):
@@ -117,10 +111,16 @@ def inferiority(a, b, margin):
         ValueError: if `margin` is negative or not finite.
     """
     _check_margin(margin)
+    return _welch_tail(a, b, margin, upper=False)
+
+
+def _welch_tail(a, b, shift, upper):
+    """`P(T > t)` (upper) or `P(T < t)`, `t = (d + shift) / se`, Welch's df."""
     d, se, df = _d_se_df(a, b)
     if not _usable(se):
         return math.nan
-    return float(stats.t.cdf((d + margin) / se, df))
+    t = (d + shift) / se
+    return float(stats.t.sf(t, df) if upper else stats.t.cdf(t, df))
 
 
 def holm(p_values):
