@@ -12,6 +12,9 @@ ending in `.toml`. It has four tables:
   `tuner` (`"bracket"`, `"random"` or `"bayesian"`), `max_trials` per arm,
   `learning_rate` (`[low, high]`: the initial log grid of `"bracket"`, the
   log-uniform range of the others), `optimizers`, and the oracle `seed`.
+  `learning_rate` may also be a table of one window per optimiser
+  (`{sgd = [0.03, 0.3], adam = [1e-3, 1e-2]}`) where each condition
+  searches one optimiser, as the bracketing search does.
   `"bracket"` (protocol v2) searches the learning rate alone, with
   `lr_step` (decades between grid points, default `0.5`) and
   `learning_rate_limits` (how far it may extend, default `[1e-6, 100]`);
@@ -221,6 +224,13 @@ class Study:
                 search[key] = [value]
             else:
                 fixed[key] = value
+        windows = search.get("learning_rate")
+        if isinstance(windows, dict) and len(search["optimizers"]) == 1:
+            # One window per optimiser: the condition's (checked in
+            # `check_values`, which reports a missing one).
+            (optimizer,) = search["optimizers"]
+            if optimizer in windows:
+                search["learning_rate"] = windows[optimizer]
         return dataclasses.replace(self, search=search, fixed=fixed)
 
     @property
@@ -455,6 +465,15 @@ def _parse(data, path, quick, full):
         comparators=tuple(comparators),
         margin=float(margin),
     )
+    windows = search.get("learning_rate")
+    if isinstance(windows, dict):
+        searched = grid.get("optimizers") or search.get("optimizers") or []
+        if set(windows) != set(searched):
+            raise StudyError(
+                f"{where}: the `learning_rate` table must have one window "
+                f"for each optimiser the study searches, {searched!r}, and "
+                f"no other. Received: learning_rate={windows!r}"
+            )
     for condition in study.conditions():
         check_values(study.at(condition), where)
     return study
@@ -518,6 +537,19 @@ def check_values(study, where):
     _check_int(s, "max_trials", where)
     _check_int(s, "seed", where, minimum=0)
     lr = s["learning_rate"]
+    if isinstance(lr, dict):
+        if len(s["optimizers"]) != 1:
+            raise StudyError(
+                f"{where}: a `learning_rate` table (one window per "
+                "optimiser) needs one optimiser per condition; list the "
+                "optimisers in `[grid]`. Received: "
+                f"learning_rate={lr!r}, optimizers={s['optimizers']!r}"
+            )
+        raise StudyError(
+            f"{where}: the `learning_rate` table must name every optimiser "
+            f"of the study. Received: learning_rate={lr!r}, "
+            f"optimizers={s['optimizers']!r}"
+        )
     if not (
         isinstance(lr, list)
         and len(lr) == 2

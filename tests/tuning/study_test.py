@@ -394,3 +394,86 @@ def test_kernel_scale_fixed_and_searched(tmp_path):
         r"kernel_scale=1.0, kernel_scales=\[0.5, 1.0, 2.0\]",
     ):
         study_module.load_study(path)
+
+
+def _windows_study(tmp_path, windows, grid='optimizers = ["sgd", "adam"]'):
+    path = common.write_study(
+        tmp_path / "w.toml", tuner="bracket", epochs=2, grid=grid
+    )
+    text = open(path).read()
+    text = text.replace("learning_rate = [0.01, 0.1]", windows, 1)
+    text = text.replace('optimizers = ["adam"]\n', "", 1)
+    open(path, "w").write(text)
+    return path
+
+
+def test_learning_rate_window_per_optimizer(tmp_path):
+    path = _windows_study(
+        tmp_path, "learning_rate = { sgd = [0.03, 0.3], adam = [1e-3, 1e-2] }"
+    )
+    study = study_module.load_study(path)
+    by_optimizer = {
+        c.values["optimizers"]: study.at(c).search for c in study.conditions()
+    }
+    assert by_optimizer["sgd"]["learning_rate"] == [0.03, 0.3]
+    assert by_optimizer["adam"]["learning_rate"] == [1e-3, 1e-2]
+    assert by_optimizer["adam"]["optimizers"] == ["adam"]
+    # The study's config keeps the table, as declared.
+    assert study.config()["search"]["learning_rate"] == {
+        "sgd": [0.03, 0.3],
+        "adam": [1e-3, 1e-2],
+    }
+    # A window of one optimiser is checked like a plain one.
+    bad = _windows_study(
+        tmp_path, "learning_rate = { sgd = [0.3, 0.03], adam = [1e-3, 1e-2] }"
+    )
+    with pytest.raises(
+        study_module.StudyError,
+        match=r"`learning_rate` must be `\[low, high\]` with 0 < low < high. "
+        r"Received: learning_rate=\[0.3, 0.03\]",
+    ):
+        study_module.load_study(bad)
+
+
+@pytest.mark.parametrize(
+    "windows, match",
+    [
+        (
+            "learning_rate = { sgd = [0.03, 0.3] }",
+            r"one window for each optimiser the study searches, "
+            r"\['sgd', 'adam'\], and no other",
+        ),
+        (
+            "learning_rate = { sgd = [0.03, 0.3], adam = [1e-3, 1e-2], "
+            "rmsprop = [1e-3, 1e-2] }",
+            r"and no other. Received: learning_rate=\{'sgd'",
+        ),
+    ],
+    ids=["missing", "extra"],
+)
+def test_learning_rate_windows_must_match_the_optimizers(
+    tmp_path, windows, match
+):
+    path = _windows_study(tmp_path, windows)
+    with pytest.raises(study_module.StudyError, match=match):
+        study_module.load_study(path)
+
+
+def test_learning_rate_windows_need_one_optimizer_per_condition(tmp_path):
+    path = common.write_study(tmp_path / "r.toml")  # random: sgd and adam
+    text = (
+        open(path)
+        .read()
+        .replace(
+            "learning_rate = [1e-4, 1.0]",
+            "learning_rate = { sgd = [0.03, 0.3], adam = [1e-3, 1e-2] }",
+            1,
+        )
+    )
+    open(path, "w").write(text)
+    with pytest.raises(
+        study_module.StudyError,
+        match=r"needs one optimiser per condition; list the optimisers in "
+        r"`\[grid\]`",
+    ):
+        study_module.load_study(path)
