@@ -11,8 +11,8 @@ learning-rate multiplier `scale` of every sample against the ideal step,
 summarised per layer by its mean, its coefficient of variation (the sample
 dependence the theory is about) and the mean cosine. Writes
 `divergence.csv` (one row per layer and phase) and `divergence.md` (one row
-per arm and phase: the hidden layers averaged, the plain output layer
-apart) into the study's results folder.
+per arm and phase: the hidden layers averaged, the output layer apart) into
+the study's results folder.
 """
 
 import argparse
@@ -185,12 +185,12 @@ def render(rows, study, command, backend):
         "layer. `scale`: the effective learning-rate multiplier of a sample "
         "(1 = the ideal step); `cv`: its coefficient of variation across the "
         "batch; `cos`: the cosine between the actual and the ideal step. "
-        "Hidden layers are averaged; the plain `Dense` output layer is "
-        "shown apart.",
+        "Hidden layers are averaged; the output layer (a plain `Dense`, "
+        "or `AffineLikeDense` in `affine_like_head`) is shown apart.",
         "",
         "| condition | arm | phase | hidden: mean scale | hidden: cv | "
-        "hidden: cos | output: mean scale | output: cv |",
-        "|---|---|---|---|---|---|---|---|",
+        "hidden: cos | output layer | output: mean scale | output: cv |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     keys = []
     for r in rows:
@@ -209,6 +209,7 @@ def render(rows, study, command, backend):
             f"| {_mean(r['mean_scale'] for r in hidden):.3g} "
             f"| {_mean(r['cv_scale'] for r in hidden):.3g} "
             f"| {_mean(r['mean_cosine'] for r in hidden):.3f} "
+            f"| {head['class']} "
             f"| {float(head['mean_scale']):.3g} "
             f"| {float(head['cv_scale']):.3g} |"
         )

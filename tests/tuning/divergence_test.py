@@ -35,7 +35,10 @@ def test_divergence_of_the_smoke_study(tmp_path):
     # first layer at about |x|^2 + 1 (3072 standardised pixels).
     assert 0.5 < float(by[("affine_like", "init", "0")]["mean_scale"]) < 2
     assert float(by[("dense", "init", "0")]["mean_scale"]) > 100
-    assert "| affine_like | trained |" in (out / "divergence.md").read_text()
+    text = (out / "divergence.md").read_text()
+    assert "| affine_like | trained |" in text
+    # The output layer's class is named: plain Dense in both smoke arms.
+    assert text.count("| Dense |") == 4
 
 
 def test_divergence_needs_a_finished_mlp_study(tmp_path, capsys):
