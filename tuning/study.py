@@ -467,8 +467,9 @@ def _parse(data, path, quick, full):
     )
     windows = search.get("learning_rate")
     if isinstance(windows, dict):
-        searched = grid.get("optimizers") or search.get("optimizers") or []
-        if set(windows) != set(searched):
+        searched = grid.get("optimizers") or search.get("optimizers")
+        # A malformed `optimizers` is reported by `check_values`.
+        if isinstance(searched, list) and set(windows) != set(searched):
             raise StudyError(
                 f"{where}: the `learning_rate` table must have one window "
                 f"for each optimiser the study searches, {searched!r}, and "
