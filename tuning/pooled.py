@@ -89,17 +89,14 @@ def load_study(out_dir):
     Raises:
         PooledError: if `trials.csv` is missing or empty.
     """
-    runs = records.read_csv(os.path.join(out_dir, schema.TRIALS_CSV))
-    if not runs:
-        raise PooledError(
-            "Expected a finished study with rows in trials.csv. Received: "
-            f"results folder={out_dir!r}"
-        )
-    summary = records.read_json(os.path.join(out_dir, schema.SUMMARY_JSON))
+    try:
+        runs, _, summary = report.read_results(out_dir)
+    except report.ReportError as e:
+        raise PooledError(str(e)) from e
     return {
         "name": os.path.basename(os.path.normpath(out_dir)),
         "runs": runs,
-        "summary": summary or {},
+        "summary": summary,
     }
 
 
@@ -129,20 +126,18 @@ def condition_differences(studies, by=()):
                 f"trials.csv. Received: --by {' '.join(missing)}"
             )
         protocol = report.read_protocol(runs, study["summary"])
-        conditions = report._ordered_unique(
-            r.get("condition", "") for r in runs
-        )
+        conditions = report.ordered_unique(r.get("condition", "") for r in runs)
         for condition in conditions:
             rows = [r for r in runs if r.get("condition", "") == condition]
             group = tuple(rows[0][key] for key in by)
-            arms = report._ordered_unique(r["arm"] for r in rows)
+            arms = report.ordered_unique(r["arm"] for r in rows)
             for arm in (a for a in arms if a in report.OUR_ARMS):
                 for comparator in protocol.comparators:
                     if comparator == arm or comparator not in arms:
                         continue
                     w = statistics.welch(
-                        report._accs(rows, arm),
-                        report._accs(rows, comparator),
+                        report.accuracies(rows, arm),
+                        report.accuracies(rows, comparator),
                         CONFIDENCE,
                     )
                     out.append(
@@ -171,7 +166,7 @@ def pool(differences):
         standard error) and the keys of `statistics.pooled`, in first-seen
         order.
     """
-    keys = report._ordered_unique(
+    keys = report.ordered_unique(
         (d["group"], d["arm"], d["comparator"]) for d in differences
     )
     pooled = []
@@ -263,7 +258,7 @@ def render(studies, by=()):
             f"the largest, {margin:g}, is used here.)",
             "",
         ]
-    for group in report._ordered_unique(r["group"] for r in results):
+    for group in report.ordered_unique(r["group"] for r in results):
         if by:
             label = ", ".join(f"{k} = {v}" for k, v in zip(by, group))
             lines += [f"## {label}", ""]

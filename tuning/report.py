@@ -111,6 +111,27 @@ def write_report(out_dir):
     Raises:
         ReportError: if `trials.csv` is missing or empty.
     """
+    runs, search, summary = read_results(out_dir)
+    text = render(runs, search, summary)
+    path = os.path.join(out_dir, REPORT_MD)
+    records.write_atomic(path, text)
+    return path
+
+
+def read_results(out_dir):
+    """The result files of a study, as `render` takes them.
+
+    Args:
+        out_dir: str, the study's results folder.
+
+    Returns:
+        tuple: `(runs, search, summary)`: the rows of `trials.csv` and of
+        `search_trials.csv` (lists of dicts of str; `search` is `[]` if the
+        file is absent) and the content of `summary.json` (`{}` if absent).
+
+    Raises:
+        ReportError: if `trials.csv` is missing or empty.
+    """
     runs = records.read_csv(os.path.join(out_dir, schema.TRIALS_CSV))
     if not runs:
         raise ReportError(
@@ -119,10 +140,7 @@ def write_report(out_dir):
         )
     search = records.read_csv(os.path.join(out_dir, schema.SEARCH_TRIALS_CSV))
     summary = records.read_json(os.path.join(out_dir, schema.SUMMARY_JSON))
-    text = render(runs, search, summary or {})
-    path = os.path.join(out_dir, REPORT_MD)
-    records.write_atomic(path, text)
-    return path
+    return runs, search, summary or {}
 
 
 def render(runs, search, summary):
@@ -139,7 +157,7 @@ def render(runs, search, summary):
     protocol = read_protocol(runs, summary)
     cells = cell_verdicts(runs, summary)
     lines = _header(runs, summary, protocol, cells)
-    for condition in _ordered_unique(r.get("condition", "") for r in runs):
+    for condition in ordered_unique(r.get("condition", "") for r in runs):
         rows = [r for r in runs if r.get("condition", "") == condition]
         trials = [t for t in search if t.get("condition", "") == condition]
         if condition:
@@ -175,7 +193,7 @@ def read_protocol(runs, summary):
     if "comparators" in compare:
         comparators = tuple(compare["comparators"])
     else:
-        arms = compare.get("arms") or _ordered_unique(r["arm"] for r in runs)
+        arms = compare.get("arms") or ordered_unique(r["arm"] for r in runs)
         comparators = tuple(a for a in arms if a not in OUR_ARMS)
     first = runs[0] if runs else {}
     return Protocol(
@@ -215,14 +233,14 @@ def cell_verdicts(runs, summary):
     """
     protocol = read_protocol(runs, summary)
     cells = []
-    for condition in _ordered_unique(r.get("condition", "") for r in runs):
+    for condition in ordered_unique(r.get("condition", "") for r in runs):
         rows = [r for r in runs if r.get("condition", "") == condition]
-        arms = _ordered_unique(r["arm"] for r in rows)
+        arms = ordered_unique(r["arm"] for r in rows)
         for arm in (a for a in arms if a in OUR_ARMS):
             for comparator in protocol.comparators:
                 if comparator == arm or comparator not in arms:
                     continue
-                a, b = _accs(rows, arm), _accs(rows, comparator)
+                a, b = accuracies(rows, arm), accuracies(rows, comparator)
                 w = statistics.welch(a, b, CONFIDENCE)
                 cells.append(
                     {
@@ -266,7 +284,7 @@ def _header(runs, summary, protocol, cells):
     backend = summary.get("backend") or first.get("backend", "")
     commit = str(summary.get("git_commit") or "")[:10] or "n/a"
     tests = sum(not math.isnan(c[k]) for c in cells for k in TESTS)
-    ours = _ordered_unique(r["arm"] for r in runs if r["arm"] in OUR_ARMS)
+    ours = ordered_unique(r["arm"] for r in runs if r["arm"] in OUR_ARMS)
     lines = [
         f"# {summary.get('study') or first.get('study', 'study')}",
         "",
@@ -325,9 +343,9 @@ def _arm_table(rows, trials):
         "| bracketed | diverged seeds |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for arm in _ordered_unique(r["arm"] for r in rows):
+    for arm in ordered_unique(r["arm"] for r in rows):
         cell = [r for r in rows if r["arm"] == arm]
-        accs = _accs(rows, arm)
+        accs = accuracies(rows, arm)
         below, above, bracketed = _bracket(cell[0])
         searched = _search_count(
             cell[0], [t for t in trials if t["arm"] == arm]
@@ -346,7 +364,7 @@ def _arm_table(rows, trials):
 
 
 def _tests_table(cells, rows, protocol):
-    arms = _ordered_unique(r["arm"] for r in rows)
+    arms = ordered_unique(r["arm"] for r in rows)
     lines = []
     if any(a in OUR_ARMS for a in arms):
         missing = [c for c in protocol.comparators if c not in arms]
@@ -379,7 +397,7 @@ def _bracket_section(runs):
     if not any(r.get("bracketed") for r in runs):
         return []
     lines = ["## Learning-rate brackets", ""]
-    cells = _ordered_unique(
+    cells = ordered_unique(
         (r.get("condition", ""), r["arm"])
         for r in runs
         if r.get("bracketed") and r["bracketed"] != "True"
@@ -420,7 +438,7 @@ def _bracket_section(runs):
 def _batch_size_section(runs, summary, protocol):
     others = [k for k in _grid_keys(summary) if k != "batch_size"]
     groups = {}
-    for condition in _ordered_unique(r.get("condition", "") for r in runs):
+    for condition in ordered_unique(r.get("condition", "") for r in runs):
         rows = [r for r in runs if r.get("condition", "") == condition]
         key = tuple((k, rows[0].get(k, "")) for k in others)
         groups.setdefault(key, []).append(rows)
@@ -438,7 +456,7 @@ def _batch_size_section(runs, summary, protocol):
             "| test accuracy, mean |",
             "|---|---|---|---|---|---|---|",
         ]
-        for arm in _ordered_unique(r["arm"] for r in runs):
+        for arm in ordered_unique(r["arm"] for r in runs):
             for size in sizes:
                 cell = [r for r in by_size[size] if r["arm"] == arm]
                 if not cell:
@@ -448,7 +466,7 @@ def _batch_size_section(runs, summary, protocol):
                     f"| {arm} | {size} "
                     f"| {_num(_float(cell[0].get('learning_rate')), '.3g')} "
                     f"| {below} | {above} | {_steps(cell, size)} "
-                    f"| {_num(_mean(_accs(cell, arm)), '.4f')} |"
+                    f"| {_num(_mean(accuracies(cell, arm)), '.4f')} |"
                 )
         lines.append("")
         lines += _interaction_table(by_size, sizes, protocol)
@@ -461,8 +479,8 @@ def _interaction_table(by_size, sizes, protocol):
     small, large = by_size[sizes[0]], by_size[sizes[-1]]
     arms = [
         a
-        for a in _ordered_unique(r["arm"] for r in small + large)
-        if _accs(small, a) and _accs(large, a)
+        for a in ordered_unique(r["arm"] for r in small + large)
+        if accuracies(small, a) and accuracies(large, a)
     ]
     pairs = [
         (a, c)
@@ -487,10 +505,10 @@ def _interaction_table(by_size, sizes, protocol):
     ]
     for arm, comparator in pairs:
         samples = (
-            _accs(small, arm),
-            _accs(large, arm),
-            _accs(small, comparator),
-            _accs(large, comparator),
+            accuracies(small, arm),
+            accuracies(large, arm),
+            accuracies(small, comparator),
+            accuracies(large, comparator),
         )
         i = statistics.interaction(*samples, confidence=CONFIDENCE)
         ours = _mean(samples[1]) - _mean(samples[0])
@@ -516,7 +534,7 @@ def _verdict_counts(cells):
         "| comparison | " + " | ".join(kinds) + " |",
         "|---|" + "---|" * len(kinds),
     ]
-    for arm, comparator in _ordered_unique(
+    for arm, comparator in ordered_unique(
         (c["arm"], c["comparator"]) for c in cells
     ):
         verdicts = [
@@ -560,7 +578,7 @@ def _diverged(cell):
 
 
 def _steps(cell, batch_size):
-    steps = _ordered_unique(r.get("steps", "") for r in cell)
+    steps = ordered_unique(r.get("steps", "") for r in cell)
     if all(steps):
         return "/".join(steps)
     epochs = _float(cell[0].get("epochs"))
@@ -588,7 +606,8 @@ def _varies(runs, key):
     return len({r.get(key) for r in runs}) > 1
 
 
-def _accs(rows, arm):
+def accuracies(rows, arm):
+    """The test accuracies (floats, `nan` where empty) of `arm`'s rows."""
     return [_float(r.get("test_accuracy")) for r in rows if r["arm"] == arm]
 
 
@@ -604,7 +623,8 @@ def _names(names):
     return ", ".join(f"`{n}`" for n in names) or "none"
 
 
-def _ordered_unique(values):
+def ordered_unique(values):
+    """`values` without repeats, in order of first appearance."""
     return list(dict.fromkeys(values))
 
 

@@ -235,3 +235,10 @@ def test_cli_errors(studies, capsys):
     )
     assert code == 2
     assert "Received: --by width" in capsys.readouterr().err
+
+
+def test_missing_results_folder(tmp_path, capsys):
+    with pytest.raises(pooled.PooledError, match="Received: results folder"):
+        pooled.load_study(str(tmp_path / "nothing"))
+    assert pooled.main(["nothing", "--results-dir", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.startswith("error: Expected a finished")

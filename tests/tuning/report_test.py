@@ -344,3 +344,17 @@ def test_missing_results(tmp_path, capsys):
     assert "Received: results folder=" in err
     with pytest.raises(report.ReportError, match="Received: results folder"):
         report.write_report(str(tmp_path / "nothing"))
+
+
+def test_read_results_of_committed_smoke_results(tmp_path):
+    src = str(_provenance.REPO_ROOT / "tuning" / "results" / "smoke")
+    shutil.copytree(src, tmp_path / "smoke")
+    runs, search, summary = report.read_results(str(tmp_path / "smoke"))
+    assert {r["arm"] for r in runs} == {"dense", "affine_like"}
+    assert search and all("learning_rate" in r for r in search)
+    assert summary["study"] == "smoke"
+    # Only trials.csv is required: the others read as empty.
+    (tmp_path / "smoke" / "summary.json").unlink()
+    (tmp_path / "smoke" / "search_trials.csv").unlink()
+    runs2, search2, summary2 = report.read_results(str(tmp_path / "smoke"))
+    assert runs2 == runs and search2 == [] and summary2 == {}
