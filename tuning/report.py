@@ -10,6 +10,9 @@ Reads `--results-dir/<study>/trials.csv`, `search_trials.csv` and
   (`[compare]`); studies written before comparators were declared compare
   our arms with every other arm of `[compare] arms`, with a margin of 0.01,
   and the report says so. A comparator is never picked from the results;
+- for a study with several conditions, "At a glance": per condition, every
+  arm's mean test accuracy ± std (chosen rate), and the verdict of every
+  (our arm, comparator);
 - per condition, per arm: test accuracy mean ± sample std over the seeds
   and every per-seed value, the chosen learning rate, optimizer and kernel
   scale, and its search bracket (the chosen rate over its nearest
@@ -157,6 +160,7 @@ def render(runs, search, summary):
     protocol = read_protocol(runs, summary)
     cells = cell_verdicts(runs, summary)
     lines = _header(runs, summary, protocol, cells)
+    lines += _glance_section(runs, cells)
     for condition in ordered_unique(r.get("condition", "") for r in runs):
         rows = [r for r in runs if r.get("condition", "") == condition]
         trials = [t for t in search if t.get("condition", "") == condition]
@@ -334,6 +338,60 @@ def _header(runs, summary, protocol, cells):
         "",
     ]
     return lines
+
+
+def _glance_section(runs, cells):
+    """Every condition on one line: accuracies, then verdicts."""
+    conditions = ordered_unique(r.get("condition", "") for r in runs)
+    if len(conditions) < 2:
+        return []
+    arms = ordered_unique(r["arm"] for r in runs)
+    lines = [
+        "## At a glance",
+        "",
+        "Test accuracy, mean ± std over the seeds (chosen learning rate); "
+        "the sections below give every seed, the search and the tests.",
+        "",
+        "| condition | " + " | ".join(arms) + " |",
+        "|---|" + "---|" * len(arms),
+    ]
+    for condition in conditions:
+        rows = [r for r in runs if r.get("condition", "") == condition]
+        entries = []
+        for arm in arms:
+            cell = [r for r in rows if r["arm"] == arm]
+            if not cell:
+                entries.append("-")
+                continue
+            accs = accuracies(rows, arm)
+            rate = _num(_float(cell[0].get("learning_rate")), ".2g")
+            entries.append(
+                f"{_num(_mean(accs), '.4f')} ± {_num(_std(accs), '.4f')} "
+                f"({rate})"
+            )
+        lines.append(f"| {condition} | " + " | ".join(entries) + " |")
+    lines.append("")
+    if not cells:
+        return lines
+    pairs = ordered_unique((c["arm"], c["comparator"]) for c in cells)
+    verdicts = {
+        (c["condition"], c["arm"], c["comparator"]): c["verdict"].split(" ")[0]
+        for c in cells
+    }
+    lines += [
+        "Verdict of our arm against each comparator (Holm-adjusted over "
+        "the whole study):",
+        "",
+        "| condition | " + " | ".join(f"{a} - {c}" for a, c in pairs) + " |",
+        "|---|" + "---|" * len(pairs),
+    ]
+    for condition in conditions:
+        lines.append(
+            f"| {condition} | "
+            + " | ".join(verdicts.get((condition, a, c), "-") for a, c in pairs)
+            + " |"
+        )
+    return lines + [""]
 
 
 def _arm_table(rows, trials):

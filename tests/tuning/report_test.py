@@ -1,6 +1,7 @@
 import math
 import shutil
 
+import numpy as np
 import pytest
 
 from keras_affine_div import _provenance
@@ -358,3 +359,49 @@ def test_read_results_of_committed_smoke_results(tmp_path):
     (tmp_path / "smoke" / "search_trials.csv").unlink()
     runs2, search2, summary2 = report.read_results(str(tmp_path / "smoke"))
     assert runs2 == runs and search2 == [] and summary2 == {}
+
+
+def test_at_a_glance_table_of_a_grid_study():
+    compare = {
+        "arms": ["affine_like", "batch_norm"],
+        "comparators": ["batch_norm"],
+        "margin": 0.01,
+    }
+    summary = _summary(
+        compare, grid={"depth": [1, 2], "batch_size": [32, 64, 256]}
+    )
+    runs = _batch_runs()
+    # One condition lacks the comparator: its cells read "-".
+    runs = [
+        r
+        for r in runs
+        if not (
+            r["condition"] == "depth-2_batch_size-64"
+            and r["arm"] == "batch_norm"
+        )
+    ]
+    text = report.render(runs, [], summary)
+    glance = text[text.index("## At a glance") : text.index("## depth-1")]
+    std = float(np.std(np.array(NOISE) + 0.5, ddof=1))
+    assert "| condition | affine_like | batch_norm |" in glance
+    assert (
+        f"| depth-1_batch_size-32 | 0.5000 ± {std:.4f} (0.01) "
+        f"| 0.5500 ± {std:.4f} (0.01) |"
+    ) in glance
+    assert (
+        f"| depth-2_batch_size-64 | 0.5000 ± {std:.4f} (0.01) | - |"
+    ) in glance
+    verdicts = {
+        c["condition"]: c["verdict"].split(" ")[0]
+        for c in report.cell_verdicts(runs, summary)
+    }
+    assert verdicts["depth-1_batch_size-32"] == "inferior"
+    assert "| condition | affine_like - batch_norm |" in glance
+    for condition in ("depth-1_batch_size-32", "depth-2_batch_size-256"):
+        assert f"| {condition} | {verdicts[condition]} |" in glance
+    assert "| depth-2_batch_size-64 | - |" in glance
+
+
+def test_no_glance_table_for_one_condition():
+    text = report.render(_v2_runs(), [], _summary(V2_COMPARE))
+    assert "## At a glance" not in text
