@@ -1,0 +1,173 @@
+"""How far a study has got, read from its result files alone.
+
+    python -m tuning.progress STUDY [--quick | --full] [--seeds N]
+        [--results-dir DIR]
+
+Prints, per (condition, arm) cell, whether it is done (searched, and
+`trials.csv` holds every seed), searched with some seeds still to run, or
+not started; then the cells' wall time so far (`cells.csv`: search plus
+seed reruns) and a rough estimate of what is left: the cells not done times
+the mean wall time of the done cells, which under-counts where the cells
+left are bigger (deeper, wider) than the done ones. Trains nothing and
+needs no data: it is how a long study, run over several sittings, says
+where it stands.
+"""
+
+import argparse
+import math
+import os
+import sys
+
+# Before TensorFlow is imported (through the hypermodels `schema` names).
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+
+from tuning import records  # noqa: E402
+from tuning import schema  # noqa: E402
+from tuning import study as study_module  # noqa: E402
+
+DONE = "done"
+NOT_STARTED = "-"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="python -m tuning.progress",
+        description="Prints how far a study has got, from its result files.",
+    )
+    parser.add_argument("study", help="a study name or a .toml path")
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true")
+    size.add_argument("--full", action="store_true")
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        default=None,
+        help="the seeds per cell, if the run overrides the study's",
+    )
+    parser.add_argument("--results-dir", default=schema.DEFAULT_RESULTS_DIR)
+    args = parser.parse_args(argv)
+    if args.seeds is not None and args.seeds < 1:
+        parser.error(f"--seeds must be at least 1. Received: {args.seeds}")
+    try:
+        study = study_module.load_study(
+            args.study, quick=args.quick, full=args.full
+        )
+    except study_module.StudyError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    out_dir = os.path.join(args.results_dir, study.results_name)
+    sys.stdout.write(render(study, progress(study, out_dir, args.seeds)))
+    return 0
+
+
+def progress(study, out_dir, seeds=None):
+    """The state of every cell of `study` in its results folder.
+
+    Args:
+        study: `tuning.study.Study`.
+        out_dir: str, the study's results folder (it may not exist).
+        seeds: int, the seeds per cell; `None` for the study's.
+
+    Returns:
+        list of dicts, in study order: `condition`, `arm` (str), `state`
+        (`"done"`, `"searched"` or `"not started"`), `seeds_done`,
+        `seeds` (int) and `wall_time_s` (float, search plus seeds so far;
+        `nan` for a cell not searched).
+    """
+    seeds = seeds or study.fixed["seeds"]
+    cells = schema.read_keyed(
+        os.path.join(out_dir, schema.CELLS_CSV), "condition", "arm"
+    )
+    runs = records.read_csv(os.path.join(out_dir, schema.TRIALS_CSV))
+    done_seeds = {}
+    for row in runs:
+        if int(row["seed"]) < seeds:
+            key = (row.get("condition", ""), row["arm"])
+            done_seeds.setdefault(key, set()).add(row["seed"])
+    result = []
+    for condition in study.conditions():
+        for arm in study.arms:
+            key = (condition.name, arm)
+            cell = cells.get(key)
+            count = len(done_seeds.get(key, ()))
+            if cell is None:
+                state, wall = "not started", math.nan
+            else:
+                state = DONE if count >= seeds else "searched"
+                wall = _seconds(cell.get("search_wall_time_s")) + _seconds(
+                    cell.get("seeds_wall_time_s")
+                )
+            result.append(
+                {
+                    "condition": condition.name,
+                    "arm": arm,
+                    "state": state,
+                    "seeds_done": count,
+                    "seeds": seeds,
+                    "wall_time_s": wall,
+                }
+            )
+    return result
+
+
+def render(study, cells):
+    """`progress`'s cells as text: a headline, a table and the time."""
+    conditions = list(dict.fromkeys(c["condition"] for c in cells))
+    done = [c for c in cells if c["state"] == DONE]
+    searched = [c for c in cells if c["state"] == "searched"]
+    waiting = len(cells) - len(done) - len(searched)
+    lines = [
+        f"{study.results_name}: {len(done)} of {len(cells)} cells done, "
+        f"{len(searched)} searched with seeds to run, {waiting} not "
+        "started.",
+        "",
+        "| condition | " + " | ".join(study.arms) + " |",
+        "|---|" + "---|" * len(study.arms),
+    ]
+    for condition in conditions:
+        row = [c for c in cells if c["condition"] == condition]
+        lines.append(
+            f"| {condition or '(no grid)'} | "
+            + " | ".join(_entry(c) for c in row)
+            + " |"
+        )
+    spent = math.fsum(
+        c["wall_time_s"] for c in cells if not math.isnan(c["wall_time_s"])
+    )
+    lines += ["", f"Wall time of the cells so far: {_hours(spent)}."]
+    left = len(cells) - len(done)
+    if done and left:
+        mean = math.fsum(c["wall_time_s"] for c in done) / len(done)
+        lines.append(
+            f"Left: {left} cells; at the done cells' mean of "
+            f"{mean / 60:.1f} min, about {_hours(left * mean)} more (less "
+            "for the searched cells, more where the cells left are bigger)."
+        )
+    elif not left:
+        lines.append("Every cell is done.")
+    return "\n".join(lines) + "\n"
+
+
+def _entry(cell):
+    if cell["state"] == DONE:
+        return DONE
+    if cell["state"] == "searched":
+        return f"seeds {cell['seeds_done']}/{cell['seeds']}"
+    return NOT_STARTED
+
+
+def _seconds(value):
+    return float(value) if value not in (None, "") else 0.0
+
+
+def _hours(seconds):
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
