@@ -12,7 +12,8 @@ summarised per layer by its mean, its coefficient of variation (the sample
 dependence the theory is about) and the mean cosine. Writes
 `divergence.csv` (one row per layer and phase) and `divergence.md` (one row
 per arm and phase: the hidden layers averaged, the output layer apart) into
-the study's results folder.
+the study's results folder; the (condition, arm, seed) cells of earlier runs
+that this one does not measure are kept.
 """
 
 import argparse
@@ -43,6 +44,7 @@ COLUMNS = (
     "batch",
     "test_accuracy",
     "backend",
+    "command",
 )
 
 
@@ -160,6 +162,7 @@ def run(args, command):
                         "batch": batch,
                         "test_accuracy": result["test_accuracy"],
                         "backend": backend,
+                        "command": command,
                     }
                 )
             runner.log(
@@ -167,7 +170,9 @@ def run(args, command):
                 f"test accuracy {result['test_accuracy']:.4f} "
                 f"(recorded {float(recorded[0]['test_accuracy']):.4f})"
             )
-    records.write_csv(os.path.join(out_dir, "divergence.csv"), COLUMNS, rows)
+    path = os.path.join(out_dir, "divergence.csv")
+    rows = merge(records.read_csv(path), rows, study)
+    records.write_csv(path, COLUMNS, rows)
     records.write_atomic(
         os.path.join(out_dir, "divergence.md"),
         render(rows, study, command, backend),
@@ -175,12 +180,60 @@ def run(args, command):
     runner.log(f"wrote {os.path.join(out_dir, 'divergence.md')}")
 
 
+def merge(old, new, study):
+    """The rows of `divergence.csv` after a run measured `new`.
+
+    A run measures some conditions; the rows of other (condition, arm,
+    seed) cells that an earlier run wrote are kept, so that conditions can
+    be measured one at a time as a long study finishes them.
+
+    Args:
+        old: list of dicts, the rows already in `divergence.csv`.
+        new: list of dicts, the rows just measured.
+        study: `tuning.study.Study`, for the order of the rows.
+
+    Returns:
+        list of dicts: the rows of `new` and the rows of `old` whose
+        (condition, arm, seed) `new` does not have, in the order of the
+        study's conditions and arms, each cell's layers as measured.
+    """
+
+    def cell(row):
+        return (row.get("condition", ""), row["arm"], str(row["seed"]))
+
+    measured = {cell(r) for r in new}
+    rows = [r for r in old if cell(r) not in measured] + list(new)
+    conditions = [c.name for c in study.conditions()]
+
+    def order(row):
+        condition, arm, seed = cell(row)
+        return (
+            conditions.index(condition)
+            if condition in conditions
+            else len(conditions),
+            study.arms.index(arm) if arm in study.arms else len(study.arms),
+            int(seed),
+        )
+
+    return sorted(rows, key=order)
+
+
 def render(rows, study, command, backend):
-    """`divergence.md`: per (condition, arm, phase), hidden layers averaged."""
+    """`divergence.md`: per (condition, arm, phase), hidden layers averaged.
+
+    `command` is the run's; rows kept from earlier runs name theirs.
+    """
+    commands = list(
+        dict.fromkeys(r.get("command") or command for r in rows)
+    ) or [command]
     lines = [
         f"# Affine divergence per arm: {study.results_name}",
         "",
-        f"Command: `{command}` (backend {backend}). Each arm's recorded best "
+        "Command"
+        + ("s" if len(commands) > 1 else "")
+        + ": "
+        + "; ".join(f"`{c}`" for c in commands)
+        + f" (backend {backend}). Each arm's recorded best "
         "setting, seed 0, one batch of validation images; one SGD step per "
         "layer. `scale`: the effective learning-rate multiplier of a sample "
         "(1 = the ideal step); `cv`: its coefficient of variation across the "

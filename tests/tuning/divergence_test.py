@@ -6,6 +6,7 @@ from keras_affine_div import _provenance
 from tests.tuning import common
 from tuning import divergence
 from tuning import records
+from tuning import study as study_module
 
 
 @pytest.mark.slow
@@ -46,3 +47,56 @@ def test_divergence_needs_a_finished_mlp_study(tmp_path, capsys):
     assert "Expected a finished study" in capsys.readouterr().err
     assert divergence.main(["cifar10-cnn", "--results-dir", str(tmp_path)]) == 2
     assert "Expected an MLP study" in capsys.readouterr().err
+
+
+def test_merge_keeps_other_cells_and_replaces_remeasured_ones():
+    study = study_module.load_study("cifar10-mlp-v2")
+    first, fifth = (c.name for c in study.conditions()[:5:4])
+
+    def rows(condition, arm, command, layers=2):
+        return [
+            {
+                "condition": condition,
+                "arm": arm,
+                "seed": "0",
+                "phase": phase,
+                "position": str(p),
+                "command": command,
+            }
+            for phase in ("init", "trained")
+            for p in range(layers)
+        ]
+
+    old = rows(fifth, "dense", "a") + rows(first, "dense", "a")
+    old += rows(first, "affine_like", "a")
+    new = rows(first, "affine_like", "b", layers=3)
+    merged = divergence.merge(old, new, study)
+    # Study order (the first condition, then the fifth; dense before
+    # affine_like); the re-measured cell replaced whole, the others kept.
+    keys = [(r["condition"], r["arm"], r["command"]) for r in merged]
+    assert keys == (
+        [(first, "dense", "a")] * 4
+        + [(first, "affine_like", "b")] * 6
+        + [(fifth, "dense", "a")] * 4
+    )
+    # Each cell's layers keep the order they were measured in.
+    assert [(r["phase"], r["position"]) for r in merged[4:10]] == [
+        (phase, str(p)) for phase in ("init", "trained") for p in range(3)
+    ]
+    text = divergence.render(
+        [
+            dict(
+                r,
+                layer="l",
+                **{"class": "Dense"},
+                mean_scale="1",
+                cv_scale="0",
+                mean_cosine="1",
+            )
+            for r in merged
+        ],
+        study,
+        "b",
+        "jax",
+    )
+    assert "Commands: `a`; `b` (backend jax)" in text
