@@ -294,7 +294,7 @@ def _header(runs, summary, protocol, cells):
         "",
         f"Dataset: {dataset}. Backend: {backend}. Commit: `{commit}`"
         + (" (dirty tree)" if summary.get("git_dirty") else "")
-        + f". Wall time: {_minutes(summary.get('wall_time_s'))}.",
+        + f". Wall time: {_wall_time(summary)}.",
         "",
         f"Command: `{summary.get('command', '')}`",
         "",
@@ -696,6 +696,18 @@ def _std(values):
     m = _mean(values)
     return math.sqrt(
         math.fsum((v - m) ** 2 for v in values) / (len(values) - 1)
+    )
+
+
+def _wall_time(summary):
+    """The last sitting's wall time and, where known, the cells' sum."""
+    last = _minutes(summary.get("wall_time_s"))
+    cells = summary.get("cells_wall_time_s")
+    if cells in (None, ""):
+        return last
+    return (
+        f"{_minutes(cells)} summed over the cells (search and seeds, "
+        f"every sitting); {last} the last sitting"
     )
 
 

@@ -122,6 +122,14 @@ def test_render_v2_without_grid():
     ]
     text = report.render(runs, search, _summary(V2_COMPARE))
     assert "Commit: `0123456789` (dirty tree). Wall time: 2.0 min." in text
+    # Where the summary sums the cells (a study run over several
+    # sittings), the header gives that sum first.
+    summary = dict(_summary(V2_COMPARE), cells_wall_time_s=900)
+    assert (
+        "Wall time: 15.0 min summed over the cells (search and seeds, every "
+        "sitting); 2.0 min the last sitting."
+        in report.render(_v2_runs(), [], summary)
+    )
     assert "`bracket` tuner" in text and "schedule: `cosine`" in text
     assert "Comparators, declared by the study: `batch_norm`." in text
     assert "Non-inferiority margin: 0.02 (accuracy), declared" in text
