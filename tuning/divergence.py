@@ -46,6 +46,8 @@ COLUMNS = (
     "backend",
     "command",
 )
+# The command of rows written before rows named theirs.
+NOT_RECORDED = "(earlier run, not recorded)"
 
 
 def main(argv=None):
@@ -219,13 +221,18 @@ def merge(old, new, study):
 
 
 def render(rows, study, command, backend):
-    """`divergence.md`: per (condition, arm, phase), hidden layers averaged.
+    """`divergence.md`: per (condition, arm, phase, seed), hidden layers
+    averaged.
 
-    `command` is the run's; rows kept from earlier runs name theirs.
+    `command` and `backend` are the run's; rows kept from earlier runs name
+    theirs (older rows without a `command` say it was not recorded).
     """
     commands = list(
-        dict.fromkeys(r.get("command") or command for r in rows)
+        dict.fromkeys(r.get("command") or NOT_RECORDED for r in rows)
     ) or [command]
+    backends = list(
+        dict.fromkeys(r.get("backend") or backend for r in rows)
+    ) or [backend]
     lines = [
         f"# Affine divergence per arm: {study.results_name}",
         "",
@@ -233,32 +240,28 @@ def render(rows, study, command, backend):
         + ("s" if len(commands) > 1 else "")
         + ": "
         + "; ".join(f"`{c}`" for c in commands)
-        + f" (backend {backend}). Each arm's recorded best "
-        "setting, seed 0, one batch of validation images; one SGD step per "
+        + f" (backend {', '.join(backends)}). Each arm's recorded best "
+        "setting, retrained on the seed shown, one batch of validation "
+        "images; one SGD step per "
         "layer. `scale`: the effective learning-rate multiplier of a sample "
         "(1 = the ideal step); `cv`: its coefficient of variation across the "
         "batch; `cos`: the cosine between the actual and the ideal step. "
         "Hidden layers are averaged; the output layer (a plain `Dense`, "
         "or `AffineLikeDense` in `affine_like_head`) is shown apart.",
         "",
-        "| condition | arm | phase | hidden: mean scale | hidden: cv | "
+        "| condition | arm | phase | seed | hidden: mean scale | hidden: cv | "
         "hidden: cos | output layer | output: mean scale | output: cv |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    keys = []
-    for r in rows:
-        key = (r["condition"], r["arm"], r["phase"])
-        if key not in keys:
-            keys.append(key)
-    for condition, arm, phase in keys:
-        layers = [
-            r
-            for r in rows
-            if (r["condition"], r["arm"], r["phase"]) == (condition, arm, phase)
-        ]
+
+    def key(r):
+        return (r["condition"], r["arm"], r["phase"], str(r["seed"]))
+
+    for condition, arm, phase, seed in dict.fromkeys(key(r) for r in rows):
+        layers = [r for r in rows if key(r) == (condition, arm, phase, seed)]
         hidden, head = layers[:-1], layers[-1]
         lines.append(
-            f"| {condition or '-'} | {arm} | {phase} "
+            f"| {condition or '-'} | {arm} | {phase} | {seed} "
             f"| {_mean(r['mean_scale'] for r in hidden):.3g} "
             f"| {_mean(r['cv_scale'] for r in hidden):.3g} "
             f"| {_mean(r['mean_cosine'] for r in hidden):.3f} "

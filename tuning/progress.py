@@ -72,19 +72,24 @@ def progress(study, out_dir, seeds=None):
     Returns:
         list of dicts, in study order: `condition`, `arm` (str), `state`
         (`"done"`, `"searched"` or `"not started"`), `seeds_done`,
-        `seeds` (int) and `wall_time_s` (float, search plus seeds so far;
-        `nan` for a cell not searched).
+        `seeds` (int) and `wall_time_s` (float: the search plus the seed
+        reruns so far, from `cells.csv` once the seeds are done and from
+        their `trials.csv` rows until then; `nan` for a cell not
+        searched).
     """
     seeds = seeds or study.fixed["seeds"]
     cells = schema.read_keyed(
         os.path.join(out_dir, schema.CELLS_CSV), "condition", "arm"
     )
     runs = records.read_csv(os.path.join(out_dir, schema.TRIALS_CSV))
-    done_seeds = {}
+    done_seeds, seed_times = {}, {}
     for row in runs:
         if int(row["seed"]) < seeds:
             key = (row.get("condition", ""), row["arm"])
             done_seeds.setdefault(key, set()).add(row["seed"])
+            seed_times[key] = seed_times.get(key, 0.0) + _seconds(
+                row.get("wall_time_s")
+            )
     result = []
     for condition in study.conditions():
         for arm in study.arms:
@@ -95,8 +100,13 @@ def progress(study, out_dir, seeds=None):
                 state, wall = "not started", math.nan
             else:
                 state = DONE if count >= seeds else "searched"
-                wall = _seconds(cell.get("search_wall_time_s")) + _seconds(
-                    cell.get("seeds_wall_time_s")
+                # `cells.csv` has the seeds' time once they are all done;
+                # until then, the seeds' own rows.
+                seeds_time = cell.get("seeds_wall_time_s")
+                wall = _seconds(cell.get("search_wall_time_s")) + (
+                    _seconds(seeds_time)
+                    if seeds_time not in (None, "")
+                    else seed_times.get(key, 0.0)
                 )
             result.append(
                 {

@@ -703,11 +703,11 @@ def _wall_time(summary):
     """The last sitting's wall time and, where known, the cells' sum."""
     last = _minutes(summary.get("wall_time_s"))
     cells = summary.get("cells_wall_time_s")
-    if cells in (None, ""):
+    if not cells:
         return last
     return (
-        f"{_minutes(cells)} summed over the cells (search and seeds, "
-        f"every sitting); {last} the last sitting"
+        f"{_minutes(cells)} summed over the cells' searches and seed "
+        f"reruns (every sitting that finished them); {last} the last sitting"
     )
 
 

@@ -83,20 +83,36 @@ def test_merge_keeps_other_cells_and_replaces_remeasured_ones():
     assert [(r["phase"], r["position"]) for r in merged[4:10]] == [
         (phase, str(p)) for phase in ("init", "trained") for p in range(3)
     ]
-    text = divergence.render(
-        [
+
+    def measured(rows):
+        return [
             dict(
                 r,
                 layer="l",
-                **{"class": "Dense"},
-                mean_scale="1",
+                mean_scale=str(1 + int(r["position"])),
                 cv_scale="0",
                 mean_cosine="1",
+                **{"class": "Dense"},
             )
-            for r in merged
-        ],
-        study,
-        "b",
-        "jax",
-    )
+            for r in rows
+        ]
+
+    text = divergence.render(measured(merged), study, "b", "jax")
     assert "Commands: `a`; `b` (backend jax)" in text
+    # Hidden layers averaged (positions 0 and 1 of 3: scales 1 and 2), the
+    # output layer (scale 3) apart.
+    assert f"| {first} | affine_like | init | 0 | 1.5 |" in text
+    assert "| Dense | 3 | 0 |" in text
+    # Two seeds of one cell are two lines, never averaged together; rows
+    # of a file written before rows named their command say so.
+    seed1 = [dict(r, seed="1") for r in rows(first, "dense", "c")]
+    old = [
+        {k: v for k, v in r.items() if k != "command"}
+        for r in rows(first, "dense", "a")
+    ]
+    merged = divergence.merge(old, seed1, study)
+    assert [r["seed"] for r in merged] == ["0"] * 4 + ["1"] * 4
+    text = divergence.render(measured(merged), study, "c", "torch")
+    assert f"Commands: `{divergence.NOT_RECORDED}`; `c` (backend torch)" in text
+    for seed in ("0", "1"):
+        assert f"| {first} | dense | trained | {seed} | 1 |" in text

@@ -83,9 +83,15 @@ def test_states_and_time_of_a_grid_study(tmp_path):
     seeds += [("depth-2", "dense", 0), ("depth-2", "dense", 5)]
     _write(
         out / "trials.csv",
-        ["condition", "arm", "seed", "test_accuracy"],
+        ["condition", "arm", "seed", "test_accuracy", "wall_time_s"],
         [
-            {"condition": c, "arm": a, "seed": str(s), "test_accuracy": "0.5"}
+            {
+                "condition": c,
+                "arm": a,
+                "seed": str(s),
+                "test_accuracy": "0.5",
+                "wall_time_s": "40",
+            }
             for c, a, s in seeds
         ],
     )
@@ -101,7 +107,8 @@ def test_states_and_time_of_a_grid_study(tmp_path):
     assert states["depth-1", "affine_like"]["wall_time_s"] == 240.0
     searched = states["depth-2", "dense"]
     assert (searched["state"], searched["seeds_done"]) == ("searched", 1)
-    assert searched["wall_time_s"] == 300.0
+    # Its search, and the one seed that counts (not the 6th of another run).
+    assert searched["wall_time_s"] == 340.0
     assert states["depth-2", "affine_like"]["state"] == "not started"
     text = progress.render(study, cells)
     assert text.startswith(
@@ -109,8 +116,9 @@ def test_states_and_time_of_a_grid_study(tmp_path):
     )
     assert "| depth-1 | done | done |" in text
     assert "| depth-2 | seeds 1/3 | - |" in text
-    # 120 + 240 + 300 s spent; the 2 cells left at the done mean of 180 s.
-    assert "Wall time of the cells so far: 11 min." in text
+    # Done cells take the seeds' time from cells.csv: 120 + 240 + 340 s
+    # spent; the 2 cells left at the done mean of 180 s.
+    assert "Wall time of the cells so far: 12 min." in text
     assert "Left: 2 cells; at the done cells' mean of 3.0 min, about 6 min" in (
         text
     )

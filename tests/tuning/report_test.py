@@ -126,8 +126,8 @@ def test_render_v2_without_grid():
     # sittings), the header gives that sum first.
     summary = dict(_summary(V2_COMPARE), cells_wall_time_s=900)
     assert (
-        "Wall time: 15.0 min summed over the cells (search and seeds, every "
-        "sitting); 2.0 min the last sitting."
+        "Wall time: 15.0 min summed over the cells' searches and seed "
+        "reruns (every sitting that finished them); 2.0 min the last sitting."
         in report.render(_v2_runs(), [], summary)
     )
     assert "`bracket` tuner" in text and "schedule: `cosine`" in text
