@@ -253,15 +253,19 @@ def _batch_runs(steps=True):
     return runs
 
 
-def test_render_v2_with_batch_size_grid():
+def _batch_summary():
     compare = {
         "arms": ["affine_like", "batch_norm"],
         "comparators": ["batch_norm"],
         "margin": 0.01,
     }
-    summary = _summary(
+    return _summary(
         compare, grid={"depth": [1, 2], "batch_size": [32, 64, 256]}
     )
+
+
+def test_render_v2_with_batch_size_grid():
+    summary = _batch_summary()
     text = report.render(_batch_runs(), [], summary)
     assert "## depth-1_batch_size-32" in text
     assert "Holm–Bonferroni over all 18 p-values" in text
@@ -370,14 +374,7 @@ def test_read_results_of_committed_smoke_results(tmp_path):
 
 
 def test_at_a_glance_table_of_a_grid_study():
-    compare = {
-        "arms": ["affine_like", "batch_norm"],
-        "comparators": ["batch_norm"],
-        "margin": 0.01,
-    }
-    summary = _summary(
-        compare, grid={"depth": [1, 2], "batch_size": [32, 64, 256]}
-    )
+    summary = _batch_summary()
     runs = _batch_runs()
     # One condition lacks the comparator: its cells read "-".
     runs = [
