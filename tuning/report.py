@@ -25,11 +25,13 @@ Reads `--results-dir/<study>/trials.csv`, `search_trials.csv` and
   the difference the test could detect with 80% power, and the verdict;
 - the cells whose chosen rate is not bracketed;
 - for a study whose grid varies `batch_size`: per arm and batch size the
-  chosen rate, its bracket and the optimizer steps, and per (our arm,
-  comparator) the interaction: the change of accuracy from the smallest to
-  the largest batch size of our arm minus that of the comparator, with its
-  95% interval and two-sided p (each (arm, batch size) cell is its own
-  independently trained seeds).
+  chosen rate, its bracket and the optimizer steps; per arm the change of
+  accuracy from the smallest to the largest batch size, and per (our arm,
+  comparator) the interaction (our arm's change minus the comparator's),
+  each with its 95% interval, one-sided tests in both directions
+  Holm-adjusted over all of the study's changes (interactions) at once,
+  the effect they could detect with 80% power, and the verdict (each (arm,
+  batch size) cell is its own independently trained seeds).
 
 Every number comes from the result files; nothing is typed by hand.
 """
@@ -494,88 +496,201 @@ def _bracket_section(runs):
 
 
 def _batch_size_section(runs, summary, protocol):
+    groups = _batch_size_groups(runs, summary)
+    changes = [_changes(by_size) for _, by_size in groups]
+    interactions = [_interactions(by_size, protocol) for _, by_size in groups]
+    _holm_both_ways([r for rows in changes for r in rows])
+    _holm_both_ways([r for rows in interactions for r in rows])
+    lines = ["## Batch size", ""]
+    for (key, by_size), change, interaction in zip(
+        groups, changes, interactions
+    ):
+        if key:
+            lines += ["### " + ", ".join(f"{k} {v}" for k, v in key), ""]
+        lines += _steps_table(runs, by_size)
+        lines += _change_table(change, sorted(by_size), len(changes))
+        lines += _interaction_table(
+            interaction, sorted(by_size), len(interactions)
+        )
+    return lines
+
+
+def _batch_size_groups(runs, summary):
+    """`[(key, {batch size: rows})]`, one per value of the other grid keys."""
     others = [k for k in _grid_keys(summary) if k != "batch_size"]
     groups = {}
     for condition in ordered_unique(r.get("condition", "") for r in runs):
         rows = [r for r in runs if r.get("condition", "") == condition]
         key = tuple((k, rows[0].get(k, "")) for k in others)
-        groups.setdefault(key, []).append(rows)
-    lines = ["## Batch size", ""]
-    for key, conditions in groups.items():
-        if key:
-            lines += ["### " + ", ".join(f"{k} {v}" for k, v in key), ""]
-        by_size = {}
-        for rows in conditions:
-            for r in rows:
-                by_size.setdefault(int(float(r["batch_size"])), []).append(r)
-        sizes = sorted(by_size)
-        lines += [
-            "| arm | batch size | learning rate | below | above | steps "
-            "| test accuracy, mean |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        for arm in ordered_unique(r["arm"] for r in runs):
-            for size in sizes:
-                cell = [r for r in by_size[size] if r["arm"] == arm]
-                if not cell:
-                    continue
-                below, above, _ = _bracket(cell[0])
-                lines.append(
-                    f"| {arm} | {size} "
-                    f"| {_num(_float(cell[0].get('learning_rate')), '.3g')} "
-                    f"| {below} | {above} | {_steps(cell, size)} "
-                    f"| {_num(_mean(accuracies(cell, arm)), '.4f')} |"
-                )
-        lines.append("")
-        lines += _interaction_table(by_size, sizes, protocol)
-    return lines
+        by_size = groups.setdefault(key, {})
+        for r in rows:
+            by_size.setdefault(int(float(r["batch_size"])), []).append(r)
+    return list(groups.items())
 
 
-def _interaction_table(by_size, sizes, protocol):
-    if len(sizes) < 2:
+def _steps_table(runs, by_size):
+    lines = [
+        "| arm | batch size | learning rate | below | above | steps "
+        "| test accuracy, mean |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for arm in ordered_unique(r["arm"] for r in runs):
+        for size in sorted(by_size):
+            cell = [r for r in by_size[size] if r["arm"] == arm]
+            if not cell:
+                continue
+            below, above, _ = _bracket(cell[0])
+            lines.append(
+                f"| {arm} | {size} "
+                f"| {_num(_float(cell[0].get('learning_rate')), '.3g')} "
+                f"| {below} | {above} | {_steps(cell, size)} "
+                f"| {_num(_mean(accuracies(cell, arm)), '.4f')} |"
+            )
+    return lines + [""]
+
+
+def _extremes(by_size):
+    sizes = sorted(by_size)
+    return by_size[sizes[0]], by_size[sizes[-1]]
+
+
+def _changes(by_size):
+    """Per arm, the Welch test of its accuracy at the largest batch size
+    minus that at the smallest."""
+    if len(by_size) < 2:
         return []
-    small, large = by_size[sizes[0]], by_size[sizes[-1]]
+    small, large = _extremes(by_size)
+    rows = []
+    for arm in ordered_unique(r["arm"] for r in small + large):
+        a, b = accuracies(large, arm), accuracies(small, arm)
+        if a and b:
+            w = statistics.welch(a, b, confidence=CONFIDENCE)
+            rows.append({"arm": arm, **w, "detectable": _detectable(w)})
+    return rows
+
+
+def _interactions(by_size, protocol):
+    """Per (our arm, comparator), `statistics.interaction` of the extremes."""
+    if len(by_size) < 2:
+        return []
+    small, large = _extremes(by_size)
     arms = [
         a
         for a in ordered_unique(r["arm"] for r in small + large)
         if accuracies(small, a) and accuracies(large, a)
     ]
-    pairs = [
-        (a, c)
-        for a in arms
-        if a in OUR_ARMS
-        for c in protocol.comparators
-        if c in arms and c != a
-    ]
-    if not pairs:
+    rows = []
+    for arm in arms:
+        if arm not in OUR_ARMS:
+            continue
+        for comparator in protocol.comparators:
+            if comparator not in arms or comparator == arm:
+                continue
+            samples = (
+                accuracies(small, arm),
+                accuracies(large, arm),
+                accuracies(small, comparator),
+                accuracies(large, comparator),
+            )
+            i = statistics.interaction(*samples, confidence=CONFIDENCE)
+            rows.append(
+                {
+                    "arm": arm,
+                    "comparator": comparator,
+                    "ours": _mean(samples[1]) - _mean(samples[0]),
+                    "theirs": _mean(samples[3]) - _mean(samples[2]),
+                    **i,
+                    "detectable": _detectable(i),
+                }
+            )
+    return rows
+
+
+def _detectable(result):
+    return statistics.detectable(
+        result["se"], result["df"], alpha=ALPHA, power=POWER
+    )
+
+
+def _holm_both_ways(rows):
+    """Adds `p_below_adj`, `p_above_adj`: Holm over both tails of all rows."""
+    raw = [r["p_below"] for r in rows] + [r["p_above"] for r in rows]
+    adjusted = statistics.holm(raw)
+    for k, r in enumerate(rows):
+        r["p_below_adj"] = adjusted[k]
+        r["p_above_adj"] = adjusted[len(rows) + k]
+
+
+def _holm_scope(n_groups, what):
+    scope = f"all {what} of the study" if n_groups > 1 else f"all {what}"
+    return f"Holm–Bonferroni over both one-sided tests of {scope}"
+
+
+def _change_table(rows, sizes, n_groups):
+    if not rows:
         return []
+    small, large = sizes[0], sizes[-1]
     lines = [
-        f"Interaction: the change of test accuracy from batch size "
-        f"{sizes[0]} to {sizes[-1]} of our arm minus that of the comparator "
-        "(positive: ours fares better as the batch grows); the four cells are "
-        f"independent seeds; {CONFIDENCE:.0%} interval, two-sided p "
-        "(not adjusted):",
+        f"Each arm's test accuracy at batch size {large} minus at {small} "
+        f"(independent seeds; {CONFIDENCE:.0%} Welch interval); one-sided "
+        f"tests that it falls or rises, p-values adjusted by "
+        f"{_holm_scope(n_groups, 'these changes')}:",
         "",
-        f"| comparison | ours {sizes[-1]} - {sizes[0]} "
-        f"| comparator {sizes[-1]} - {sizes[0]} | interaction "
-        f"| {CONFIDENCE:.0%} interval | p |",
-        "|---|---|---|---|---|---|",
+        f"| arm | {large} - {small} | {CONFIDENCE:.0%} interval "
+        "| p falls | p rises | detectable | verdict |",
+        "|---|---|---|---|---|---|---|",
     ]
-    for arm, comparator in pairs:
-        samples = (
-            accuracies(small, arm),
-            accuracies(large, arm),
-            accuracies(small, comparator),
-            accuracies(large, comparator),
+    for r in rows:
+        verdict = statistics.direction_verdict(
+            r["p_below_adj"],
+            r["p_above_adj"],
+            r["detectable"],
+            below="falls",
+            above="rises",
+            alpha=ALPHA,
         )
-        i = statistics.interaction(*samples, confidence=CONFIDENCE)
-        ours = _mean(samples[1]) - _mean(samples[0])
-        theirs = _mean(samples[3]) - _mean(samples[2])
         lines.append(
-            f"| {arm} - {comparator} | {_num(ours, '+.4f')} "
-            f"| {_num(theirs, '+.4f')} | {_num(i['diff'], '+.4f')} "
-            f"| [{_num(i['low'], '+.4f')}, {_num(i['high'], '+.4f')}] "
-            f"| {_num(i['p'], '.3g')} |"
+            f"| {r['arm']} | {_num(r['diff'], '+.4f')} "
+            f"| [{_num(r['low'], '+.4f')}, {_num(r['high'], '+.4f')}] "
+            f"| {_num(r['p_below_adj'], '.3g')} | {_num(r['p_above_adj'], '.3g')} "
+            f"| {_num(r['detectable'], '.4f')} | {verdict} |"
+        )
+    return lines + [""]
+
+
+def _interaction_table(rows, sizes, n_groups):
+    if not rows:
+        return []
+    small, large = sizes[0], sizes[-1]
+    lines = [
+        f"Interaction: the change of test accuracy from batch size {small} "
+        f"to {large} of our arm minus that of the comparator (negative: "
+        "ours fares worse than the comparator as the batch grows); the four "
+        f"cells are independent seeds; {CONFIDENCE:.0%} interval; one-sided "
+        "tests of a negative and of a positive interaction, p-values "
+        f"adjusted by {_holm_scope(n_groups, 'these interactions')}:",
+        "",
+        f"| comparison | ours {large} - {small} "
+        f"| comparator {large} - {small} | interaction "
+        f"| {CONFIDENCE:.0%} interval | p ours worse | p ours better "
+        "| detectable | verdict |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        verdict = statistics.direction_verdict(
+            r["p_below_adj"],
+            r["p_above_adj"],
+            r["detectable"],
+            below="ours fares worse",
+            above="ours fares better",
+            alpha=ALPHA,
+        )
+        lines.append(
+            f"| {r['arm']} - {r['comparator']} | {_num(r['ours'], '+.4f')} "
+            f"| {_num(r['theirs'], '+.4f')} | {_num(r['diff'], '+.4f')} "
+            f"| [{_num(r['low'], '+.4f')}, {_num(r['high'], '+.4f')}] "
+            f"| {_num(r['p_below_adj'], '.3g')} | {_num(r['p_above_adj'], '.3g')} "
+            f"| {_num(r['detectable'], '.4f')} | {verdict} |"
         )
     return lines + [""]
 

@@ -35,10 +35,12 @@ def welch(a, b, confidence=0.95):
             to `0.95`.
 
     Returns:
-        dict: `diff`, `se`, `df`, `low`, `high`, `t`, `p` (floats). `diff` is
-        `nan` only for an empty sample; `se` is `nan` where a sample has
-        fewer than two values (and `0.0` where neither has any spread);
-        `df`, `low`, `high`, `t` and `p` are `nan` in both cases.
+        dict: `diff`, `se`, `df`, `low`, `high`, `t`, `p` (floats), and the
+        one-sided p-values `p_below = t.cdf(t, df)` (of a true difference
+        below 0) and `p_above = t.sf(t, df)` (above 0). `diff` is `nan`
+        only for an empty sample; `se` is `nan` where a sample has fewer
+        than two values (and `0.0` where neither has any spread); `df`,
+        `low`, `high`, `t` and the p-values are `nan` in both cases.
 
     Raises:
         ValueError: if `confidence` is not in (0, 1).
@@ -175,9 +177,35 @@ def detectable_difference(a, b, alpha=0.05, power=0.8):
     Raises:
         ValueError: if `alpha` or `power` is not in (0, 1).
     """
+    _, se, df = _d_se_df(a, b)
+    return detectable(se, df, alpha=alpha, power=power)
+
+
+def detectable(se, df, alpha=0.05, power=0.8):
+    """The smallest true effect a one-sided t-test of this `se` detects.
+
+    `(t.ppf(1 - alpha, df) + t.ppf(power, df)) * se`: an estimate with
+    standard error `se` on `df` degrees of freedom (a `welch` or
+    `interaction` result) whose true value is this far from 0 is found
+    significant at `alpha` by a one-sided test with probability about
+    `power`.
+
+    Args:
+        se: float, the standard error of the estimate.
+        df: float, its degrees of freedom.
+        alpha: float in (0, 1), the one-sided level. Defaults to `0.05`.
+        power: float in (0, 1), the probability of detection. Defaults to
+            `0.8`.
+
+    Returns:
+        float: the effect, in the units of the estimate; `nan` where `se`
+        is `nan` or 0.
+
+    Raises:
+        ValueError: if `alpha` or `power` is not in (0, 1).
+    """
     _check_probability("alpha", alpha)
     _check_probability("power", power)
-    _, se, df = _d_se_df(a, b)
     if not _usable(se):
         return math.nan
     return float((stats.t.ppf(1 - alpha, df) + stats.t.ppf(power, df)) * se)
@@ -210,8 +238,10 @@ def interaction(
             to `0.95`.
 
     Returns:
-        dict: `diff` (the estimate), `se`, `df`, `low`, `high`, `t`, `p`
-        (floats), `nan` as in `welch`.
+        dict: `diff` (the estimate), `se`, `df`, `low`, `high`, `t`, `p`,
+        `p_below` (one-sided, of a true interaction below 0: our arm loses
+        more, or gains less, than the comparator as the batch grows) and
+        `p_above` (floats), `nan` as in `welch`.
 
     Raises:
         ValueError: if `confidence` is not in (0, 1).
@@ -344,6 +374,40 @@ def verdict(p_superior, p_non_inferior, p_inferior, detectable, alpha=0.05):
         return "non-inferior"
     if p_inferior < alpha:
         return "inferior"
+    return _inconclusive(detectable)
+
+
+def direction_verdict(p_below, p_above, detectable, below, above, alpha=0.05):
+    """The conclusion of a test of an effect against 0, both directions.
+
+    `below` if `p_below < alpha`, else `above` if `p_above < alpha`, else
+    `"inconclusive (could detect >= X)"` as in `verdict`. `nan` p-values
+    never pass.
+
+    Args:
+        p_below: float, the (Holm-adjusted) one-sided p-value of an effect
+            below 0 (`p_below` of `welch` or `interaction`).
+        p_above: float, the same for an effect above 0.
+        detectable: float, the `detectable` effect.
+        below: str, the verdict for an effect below 0.
+        above: str, the verdict for an effect above 0.
+        alpha: float in (0, 1), the level. Defaults to `0.05`.
+
+    Returns:
+        str: the verdict.
+
+    Raises:
+        ValueError: if `alpha` is not in (0, 1).
+    """
+    _check_probability("alpha", alpha)
+    if p_below < alpha:
+        return below
+    if p_above < alpha:
+        return above
+    return _inconclusive(detectable)
+
+
+def _inconclusive(detectable):
     size = "n/a" if math.isnan(detectable) else f"{detectable:.3f}"
     return f"inconclusive (could detect >= {size})"
 
@@ -375,6 +439,8 @@ def _t_summary(diff, se, df, confidence):
         "high": math.nan,
         "t": math.nan,
         "p": math.nan,
+        "p_below": math.nan,
+        "p_above": math.nan,
     }
     if not _usable(se):
         return result
@@ -385,6 +451,8 @@ def _t_summary(diff, se, df, confidence):
         high=diff + half,
         t=t,
         p=float(2 * stats.t.sf(abs(t), df)),
+        p_below=float(stats.t.cdf(t, df)),
+        p_above=float(stats.t.sf(t, df)),
     )
     return result
 

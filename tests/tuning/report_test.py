@@ -282,11 +282,26 @@ def test_render_v2_with_batch_size_grid():
         [0.546, 0.55, 0.554],
         [0.496, 0.5, 0.504],
     )
+    # Holm over both tails of the 2 interactions (one per depth): the
+    # positive tail is the smaller p, times 4.
+    detectable = statistics.detectable(i["se"], i["df"])
     row = (
         f"| affine_like - batch_norm | +0.0000 | -0.0500 | +0.0500 "
-        f"| [{i['low']:+.4f}, {i['high']:+.4f}] | {i['p']:.3g} |"
+        f"| [{i['low']:+.4f}, {i['high']:+.4f}] | 1 "
+        f"| {min(1.0, 4 * i['p_above']):.3g} | {detectable:.4f} "
+        "| ours fares better |"
     )
     assert text.count(row) == 2  # one per depth
+    assert "of all these interactions of the study:" in text
+    # Each arm's own change: ours flat, batch_norm falls by 0.05 (Holm over
+    # both tails of 4 changes: the falling tail is the smallest of 8).
+    w = statistics.welch([0.496, 0.5, 0.504], [0.546, 0.55, 0.554])
+    assert "| affine_like | +0.0000 | [" in text
+    assert (
+        f"| batch_norm | -0.0500 | [{w['low']:+.4f}, {w['high']:+.4f}] "
+        f"| {8 * w['p_below']:.3g} | 1 "
+        f"| {statistics.detectable(w['se'], w['df']):.4f} | falls |"
+    ) in text
     assert "log2" not in text
 
 

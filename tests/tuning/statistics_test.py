@@ -160,6 +160,66 @@ def test_interaction_of_two_cells_is_welch():
         assert i[key] == pytest.approx(w[key])
 
 
+@pytest.mark.parametrize("alternative", ["less", "greater"])
+def test_one_sided_p_values_match_scipy(alternative):
+    w = statistics.welch(A, B)
+    expected = stats.ttest_ind(A, B, equal_var=False, alternative=alternative)
+    key = "p_below" if alternative == "less" else "p_above"
+    assert w[key] == pytest.approx(expected.pvalue)
+    assert w["p_below"] + w["p_above"] == pytest.approx(1.0)
+    assert 2 * min(w["p_below"], w["p_above"]) == pytest.approx(w["p"])
+
+
+def test_interaction_one_sided_p_values():
+    ours_small, ours_large = [0.40, 0.42], [0.38, 0.40]
+    comp_small, comp_large = [0.45, 0.47], [0.40, 0.44]
+    i = statistics.interaction(ours_small, ours_large, comp_small, comp_large)
+    assert i["p_below"] == pytest.approx(stats.t.cdf(i["t"], i["df"]))
+    assert i["p_above"] == pytest.approx(stats.t.sf(i["t"], i["df"]))
+    assert i["p_above"] < 0.5 < i["p_below"]  # the estimate is +0.02
+
+
+def test_detectable_is_the_power_of_a_one_sided_t_test():
+    se, df = 0.01, 7.0
+    d = statistics.detectable(se, df)
+    # A true effect d: the one-sided test rejects when t > t.ppf(0.95, df),
+    # with t ~ noncentral t (df, d / se); its probability is the power.
+    power = stats.nct.sf(stats.t.ppf(0.95, df), df, d / se)
+    assert power == pytest.approx(0.8, abs=0.02)
+    assert statistics.detectable_difference(A, B) == pytest.approx(
+        statistics.detectable(
+            statistics.welch(A, B)["se"], statistics.welch(A, B)["df"]
+        )
+    )
+    assert math.isnan(statistics.detectable(math.nan, df))
+    assert math.isnan(statistics.detectable(0.0, df))
+    with pytest.raises(ValueError, match="power"):
+        statistics.detectable(se, df, power=1.0)
+
+
+@pytest.mark.parametrize(
+    "p_below, p_above, expected",
+    [
+        (0.01, 1.0, "falls"),
+        (0.01, 0.01, "falls"),
+        (1.0, 0.049, "rises"),
+        (0.05, 0.05, "inconclusive (could detect >= 0.012)"),
+        (math.nan, math.nan, "inconclusive (could detect >= 0.012)"),
+    ],
+    ids=["below", "both", "above", "neither", "nan"],
+)
+def test_direction_verdict(p_below, p_above, expected):
+    got = statistics.direction_verdict(
+        p_below, p_above, 0.0123, below="falls", above="rises"
+    )
+    assert got == expected
+
+
+def test_direction_verdict_rejects_a_bad_alpha():
+    with pytest.raises(ValueError, match="alpha"):
+        statistics.direction_verdict(0.1, 0.1, 0.01, "a", "b", alpha=0.0)
+
+
 def test_interaction_undefined_is_nan():
     i = statistics.interaction([0.5], [0.4, 0.5], [0.5, 0.6], [0.4, 0.5])
     assert math.isnan(i["p"]) and math.isnan(i["low"])
