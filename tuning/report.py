@@ -31,12 +31,14 @@ Reads `--results-dir/<study>/trials.csv`, `search_trials.csv` and
   each with its 95% interval, one-sided tests in both directions
   Holm-adjusted over all of the study's changes (interactions) at once,
   the effect they could detect with 80% power, and the verdict (each (arm,
-  batch size) cell is its own independently trained seeds).
+  batch size) cell is its own independently trained seeds); where seeds
+  diverged, the same estimates without them (descriptive).
 
 Every number comes from the result files; nothing is typed by hand.
 """
 
 import argparse
+import collections
 import dataclasses
 import math
 import os
@@ -512,6 +514,7 @@ def _batch_size_section(runs, summary, protocol):
         lines += _interaction_table(
             interaction, sorted(by_size), len(interactions)
         )
+        lines += _without_diverged_table(by_size, protocol)
     return lines
 
 
@@ -691,6 +694,55 @@ def _interaction_table(rows, sizes, n_groups):
             f"| [{_num(r['low'], '+.4f')}, {_num(r['high'], '+.4f')}] "
             f"| {_num(r['p_below_adj'], '.3g')} | {_num(r['p_above_adj'], '.3g')} "
             f"| {_num(r['detectable'], '.4f')} | {verdict} |"
+        )
+    return lines + [""]
+
+
+def _without_diverged_table(by_size, protocol):
+    """The changes and interactions that diverged seeds enter, without them.
+
+    A diverged seed is an outcome of the chosen setting and stays in the
+    tests; this says how much of an estimate it makes.
+    """
+    if len(by_size) < 2:
+        return []
+    sizes = sorted(by_size)
+    small, large = _extremes(by_size)
+    dropped = [r for r in small + large if r.get("diverged") == "True"]
+    if not dropped:
+        return []
+    kept = {
+        size: [r for r in rows if r.get("diverged") != "True"]
+        for size, rows in by_size.items()
+    }
+    arms = set(r["arm"] for r in dropped)
+    counts = ", ".join(
+        f"`{arm}` at {size}: {n}"
+        for (arm, size), n in collections.Counter(
+            (r["arm"], int(float(r["batch_size"]))) for r in dropped
+        ).items()
+    )
+    lines = [
+        f"Without the diverged seeds ({counts}): a diverged seed is an "
+        "outcome of the chosen rate and stays in the tests above; this is "
+        "how much of the estimate it makes (descriptive, no test):",
+        "",
+        f"| estimate | value | {CONFIDENCE:.0%} interval |",
+        "|---|---|---|",
+    ]
+    rows = [
+        (f"{r['arm']} {sizes[-1]} - {sizes[0]}", r)
+        for r in _changes(kept)
+        if r["arm"] in arms
+    ] + [
+        (f"interaction {r['arm']} - {r['comparator']}", r)
+        for r in _interactions(kept, protocol)
+        if {r["arm"], r["comparator"]} & arms
+    ]
+    for label, r in rows:
+        lines.append(
+            f"| {label} | {_num(r['diff'], '+.4f')} "
+            f"| [{_num(r['low'], '+.4f')}, {_num(r['high'], '+.4f')}] |"
         )
     return lines + [""]
 

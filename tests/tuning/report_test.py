@@ -305,6 +305,47 @@ def test_render_v2_with_batch_size_grid():
     assert "log2" not in text
 
 
+def test_batch_size_estimates_without_diverged_seeds():
+    runs = [r for r in _batch_runs() if r["depth"] == "1"]
+    # One seed of affine_like at batch 256 diverged (chance accuracy).
+    bad = next(
+        r
+        for r in runs
+        if r["arm"] == "affine_like" and r["batch_size"] == "256"
+    )
+    bad.update(test_accuracy="0.1", diverged="True")
+    summary = _summary(
+        {
+            "arms": ["affine_like", "batch_norm"],
+            "comparators": ["batch_norm"],
+            "margin": 0.01,
+        },
+        grid={"batch_size": [32, 64, 256]},
+    )
+    text = report.render(runs, [], summary)
+    assert "Without the diverged seeds (`affine_like` at 256: 1)" in text
+    kept, small = [0.5, 0.504], [0.496, 0.5, 0.504]
+    w = statistics.welch(kept, small)
+    assert (
+        f"| affine_like 256 - 32 | {w['diff']:+.4f} "
+        f"| [{w['low']:+.4f}, {w['high']:+.4f}] |"
+    ) in text
+    i = statistics.interaction(
+        small, kept, [0.546, 0.55, 0.554], [0.496, 0.5, 0.504]
+    )
+    assert (
+        f"| interaction affine_like - batch_norm | {i['diff']:+.4f} "
+        f"| [{i['low']:+.4f}, {i['high']:+.4f}] |"
+    ) in text
+    # The tests above keep the diverged seed.
+    w_all = statistics.welch([0.1, 0.5, 0.504], small)
+    assert f"| affine_like | {w_all['diff']:+.4f} | [" in text
+    # Nothing of the kind without diverged seeds.
+    assert "Without the diverged seeds" not in report.render(
+        [r for r in _batch_runs() if r["depth"] == "1"], [], summary
+    )
+
+
 def test_batch_size_steps_without_the_steps_column():
     runs = [r for r in _batch_runs(steps=False) if r["depth"] == "1"]
     summary = _summary(
