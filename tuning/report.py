@@ -644,21 +644,29 @@ def _change_table(rows, sizes, n_groups):
         "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        verdict = statistics.direction_verdict(
-            r["p_below_adj"],
-            r["p_above_adj"],
-            r["detectable"],
-            below="falls",
-            above="rises",
-            alpha=ALPHA,
-        )
         lines.append(
             f"| {r['arm']} | {_num(r['diff'], '+.4f')} "
-            f"| [{_num(r['low'], '+.4f')}, {_num(r['high'], '+.4f')}] "
-            f"| {_num(r['p_below_adj'], '.3g')} | {_num(r['p_above_adj'], '.3g')} "
-            f"| {_num(r['detectable'], '.4f')} | {verdict} |"
+            + _two_way_cells(r, below="falls", above="rises")
         )
     return lines + [""]
+
+
+def _two_way_cells(r, below, above):
+    """`| interval | p below | p above | detectable | verdict |` of a row."""
+    verdict = statistics.direction_verdict(
+        r["p_below_adj"],
+        r["p_above_adj"],
+        r["detectable"],
+        below=below,
+        above=above,
+        alpha=ALPHA,
+    )
+    return (
+        f"| [{_num(r['low'], '+.4f')}, {_num(r['high'], '+.4f')}] "
+        f"| {_num(r['p_below_adj'], '.3g')} "
+        f"| {_num(r['p_above_adj'], '.3g')} "
+        f"| {_num(r['detectable'], '.4f')} | {verdict} |"
+    )
 
 
 def _interaction_table(rows, sizes, n_groups):
@@ -680,20 +688,12 @@ def _interaction_table(rows, sizes, n_groups):
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        verdict = statistics.direction_verdict(
-            r["p_below_adj"],
-            r["p_above_adj"],
-            r["detectable"],
-            below="ours fares worse",
-            above="ours fares better",
-            alpha=ALPHA,
-        )
         lines.append(
             f"| {r['arm']} - {r['comparator']} | {_num(r['ours'], '+.4f')} "
             f"| {_num(r['theirs'], '+.4f')} | {_num(r['diff'], '+.4f')} "
-            f"| [{_num(r['low'], '+.4f')}, {_num(r['high'], '+.4f')}] "
-            f"| {_num(r['p_below_adj'], '.3g')} | {_num(r['p_above_adj'], '.3g')} "
-            f"| {_num(r['detectable'], '.4f')} | {verdict} |"
+            + _two_way_cells(
+                r, below="ours fares worse", above="ours fares better"
+            )
         )
     return lines + [""]
 
