@@ -2,10 +2,14 @@
 
 The chain is README <- `report.md` <- `trials.csv`: every table row of a
 study's subsection under "Protocol v2 studies" is a line of that study's
-committed `report.md`, and the committed `report.md` of every finished
-bracketed study is what `tuning.report` writes from its result files now.
-A rerun, a report change or a hand edit that breaks the chain fails here
-until the report is rewritten and the README's rows are copied from it.
+committed `report.md`, `divergence.md` or pooled view (`pooled*.md`);
+the committed `report.md` of every finished bracketed study is what
+`tuning.report` writes from its result files now, every v2 study's
+`divergence.md` what `tuning.divergence` renders from its
+`divergence.csv`, and every pooled view what the `tuning.pooled` command
+it names writes now. A
+rerun, a report change or a hand edit that breaks the chain fails here
+until the file is rewritten and the README's rows are copied from it.
 """
 
 import json
@@ -14,11 +18,18 @@ import re
 import pytest
 
 from keras_affine_div import _provenance
+from tuning import divergence
+from tuning import pooled
+from tuning import records
 from tuning import report
+from tuning import study as study_module
 
 TUNING = _provenance.REPO_ROOT / "tuning"
 RESULTS = TUNING / "results"
 V2_HEADING = "## Protocol v2 studies"
+POOLED_GLOB = "pooled*.md"
+DIVERGENCE_MD = "divergence.md"
+POOLED_COMMAND = re.compile(r"Written by `python -m tuning\.pooled ([^`]+)`")
 
 
 def _v2_sections():
@@ -69,9 +80,17 @@ def test_readme_rows_are_lines_of_the_report(study):
         assert rows, f"{study} is finished: its README section needs tables"
     if not rows:
         return
-    lines = {line.strip() for line in path.read_text().splitlines()}
+    sources = [path, *sorted((RESULTS / study).glob(POOLED_GLOB))]
+    if (RESULTS / study / DIVERGENCE_MD).is_file():
+        sources.append(RESULTS / study / DIVERGENCE_MD)
+    lines = {
+        line.strip()
+        for source in sources
+        for line in source.read_text().splitlines()
+    }
     missing = [row for row in rows if row not in lines]
-    assert not missing, f"rows not in {path}: {missing}"
+    names = ", ".join(str(source) for source in sources)
+    assert not missing, f"rows not in {names}: {missing}"
 
 
 @pytest.mark.parametrize("study", _finished_bracketed_studies())
@@ -79,3 +98,48 @@ def test_committed_report_is_what_the_files_give(study):
     out_dir = str(RESULTS / study)
     text = report.render(*report.read_results(out_dir))
     assert text == (RESULTS / study / report.REPORT_MD).read_text()
+
+
+def _pooled_command(text):
+    """`(studies, by)` of the `tuning.pooled` command a pooled view names."""
+    match = POOLED_COMMAND.search(text)
+    assert match, "a pooled view names the command that wrote it"
+    words = match.group(1).split()
+    if "--by" not in words:
+        return words, ()
+    at = words.index("--by")
+    return words[:at], tuple(words[at + 1 :])
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(RESULTS.glob(f"*/{POOLED_GLOB}")),
+    ids=lambda path: f"{path.parent.name}/{path.name}",
+)
+def test_committed_pooled_view_is_what_its_command_gives(path):
+    text = path.read_text()
+    studies, by = _pooled_command(text)
+    loaded = [pooled.load_study(str(RESULTS / name)) for name in studies]
+    assert pooled.render(loaded, by=by) == text
+
+
+def test_pooled_command_is_read_from_the_view():
+    text = "Written by `python -m tuning.pooled a b --by depth width` from"
+    assert _pooled_command(text) == (["a", "b"], ("depth", "width"))
+    assert _pooled_command("Written by `python -m tuning.pooled a`") == (
+        ["a"],
+        (),
+    )
+
+
+@pytest.mark.parametrize(
+    "study",
+    sorted(
+        s for s in _v2_sections() if (RESULTS / s / DIVERGENCE_MD).is_file()
+    ),
+)
+def test_committed_divergence_table_is_what_its_csv_gives(study):
+    rows = records.read_csv(str(RESULTS / study / "divergence.csv"))
+    assert rows and all(row.get("command") for row in rows)
+    text = divergence.render(rows, study_module.load_study(study), "", "")
+    assert text == (RESULTS / study / DIVERGENCE_MD).read_text()
