@@ -228,9 +228,15 @@ def _seeds(state, study, condition, c, i, arm, data, options, start):
     n = study.fixed["seeds"]
     t0 = time.perf_counter()
     trained = False
+    # `cells.csv` counts a cell's seed time when its seeds end; seeds that
+    # a stopped sitting finished are counted from their `trials.csv` rows.
+    counted = int(cell.get("seeds") or 0)
+    earlier = 0.0
     for seed in range(n):
         key = (condition.name, arm, str(seed))
         if key in state.runs:
+            if seed >= counted:
+                earlier += float(state.runs[key].get("wall_time_s") or 0.0)
             log(
                 f"{label} seed {seed + 1}/{n}: already done (test_accuracy "
                 f"{float(state.runs[key]['test_accuracy']):.4f}), skipped"
@@ -271,7 +277,9 @@ def _seeds(state, study, condition, c, i, arm, data, options, start):
             f"{search.elapsed(start)}"
         )
     if trained:
-        state.record_seeds(condition, arm, n, time.perf_counter() - t0)
+        state.record_seeds(
+            condition, arm, n, time.perf_counter() - t0 + earlier
+        )
 
 
 class _State:

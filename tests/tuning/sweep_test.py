@@ -181,6 +181,10 @@ def test_killed_runs_resume_without_redoing_work(tmp_path):
     assert [(r["arm"], r["seed"]) for r in rows] == [("dense", "0")]
     # The finished search of the cell is in the results already.
     assert [c["arm"] for c in records.read_csv(out / "cells.csv")] == ["dense"]
+    # That seed's time, made long enough to tell apart from the next
+    # sitting's own.
+    rows[0]["wall_time_s"] = "1000.0"
+    records.write_csv(str(out / "trials.csv"), list(rows[0]), rows)
 
     final = common.run_sweep(tmp_path, *args)
     assert final.returncode == 0, final.stdout + final.stderr
@@ -203,6 +207,16 @@ def test_killed_runs_resume_without_redoing_work(tmp_path):
     assert {r["bracketed"] for r in search} == {"False"}
     assert "cells are NOT bracketed" in final.stdout
     assert len(records.read_csv(out / "curves.csv")) == 8
+    # The seed the killed sitting finished counts in the cell's wall time.
+    seed_times = {
+        r["seed"]: float(r["wall_time_s"]) for r in rows if r["arm"] == "dense"
+    }
+    assert seed_times["0"] == 1000.0
+    cell = next(
+        c for c in records.read_csv(out / "cells.csv") if c["arm"] == "dense"
+    )
+    wall = float(cell["seeds_wall_time_s"])
+    assert 1000.0 + seed_times["1"] <= wall < 1000.0 + 300.0
 
     # Done: a rerun changes nothing; --overwrite starts again.
     before = (out / "trials.csv").read_text()
