@@ -7,9 +7,9 @@ the committed `report.md` of every finished bracketed study is what
 `tuning.report` writes from its result files now, every v2 study's
 `divergence.md` what `tuning.divergence` renders from its
 `divergence.csv`, and every pooled view what the `tuning.pooled` command
-it names writes now. A
-rerun, a report change or a hand edit that breaks the chain fails here
-until the file is rewritten and the README's rows are copied from it.
+it names writes now. A rerun, a report change or a hand edit that breaks
+the chain fails here until the file is rewritten and the README's rows
+are copied from it.
 """
 
 import json
