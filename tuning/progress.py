@@ -4,11 +4,12 @@
         [--results-dir DIR]
 
 Prints, per (condition, arm) cell, whether it is done (searched, and
-`trials.csv` holds every seed), searched with some seeds still to run, or
-not started; then the cells' wall time so far (`cells.csv`: search plus
-seed reruns) and a rough estimate of what is left: the cells not done times
-the mean wall time of the done cells, which under-counts where the cells
-left are bigger (deeper, wider) than the done ones. Trains nothing and
+`trials.csv` holds every seed), searched with some seeds still to run,
+being searched (trials in `search_progress.csv`), or not started; then
+the cells' wall time so far (`cells.csv`: search plus seed reruns) and a
+rough estimate of what is left: the cells not done times the mean wall
+time of the done cells, which under-counts where the cells left are
+bigger (deeper, wider) than the done ones. Trains nothing and
 needs no data: it is how a long study, run over several sittings, says
 where it stands.
 """
@@ -71,17 +72,25 @@ def progress(study, out_dir, seeds=None):
 
     Returns:
         list of dicts, in study order: `condition`, `arm` (str), `state`
-        (`"done"`, `"searched"` or `"not started"`), `seeds_done`,
-        `seeds` (int) and `wall_time_s` (float: the search plus the seed
-        reruns so far, from `cells.csv` once the seeds are done and from
-        their `trials.csv` rows until then; `nan` for a cell not
-        searched).
+        (`"done"`, `"searched"`, `"searching"` or `"not started"`),
+        `seeds_done`, `seeds`, `trials_done` (int: the search trials
+        recorded in `search_progress.csv`, for a cell being searched) and
+        `wall_time_s` (float: the search plus the seed reruns so far, from
+        `cells.csv` once the seeds are done and from their `trials.csv`
+        rows until then; for a cell being searched, its recorded trials'
+        time; `nan` for a cell not started).
     """
     seeds = seeds or study.fixed["seeds"]
     cells = schema.read_keyed(
         os.path.join(out_dir, schema.CELLS_CSV), "condition", "arm"
     )
     runs = records.read_csv(os.path.join(out_dir, schema.TRIALS_CSV))
+    searching = {}
+    for row in records.read_csv(
+        os.path.join(out_dir, schema.SEARCH_PROGRESS_CSV)
+    ):
+        key = (row.get("condition", ""), row["arm"])
+        searching.setdefault(key, []).append(row)
     done_seeds, seed_times = {}, {}
     for row in runs:
         if int(row["seed"]) < seeds:
@@ -96,7 +105,11 @@ def progress(study, out_dir, seeds=None):
             key = (condition.name, arm)
             cell = cells.get(key)
             count = len(done_seeds.get(key, ()))
-            if cell is None:
+            trials = searching.get(key, []) if cell is None else []
+            if trials:
+                state = "searching"
+                wall = math.fsum(_seconds(r.get("wall_time_s")) for r in trials)
+            elif cell is None:
                 state, wall = "not started", math.nan
             else:
                 state = DONE if count >= seeds else "searched"
@@ -115,6 +128,7 @@ def progress(study, out_dir, seeds=None):
                     "state": state,
                     "seeds_done": count,
                     "seeds": seeds,
+                    "trials_done": len(trials),
                     "wall_time_s": wall,
                 }
             )
@@ -126,11 +140,13 @@ def render(study, cells):
     conditions = list(dict.fromkeys(c["condition"] for c in cells))
     done = [c for c in cells if c["state"] == DONE]
     searched = [c for c in cells if c["state"] == "searched"]
-    waiting = len(cells) - len(done) - len(searched)
+    searching = [c for c in cells if c["state"] == "searching"]
+    waiting = len(cells) - len(done) - len(searched) - len(searching)
     lines = [
         f"{study.results_name}: {len(done)} of {len(cells)} cells done, "
-        f"{len(searched)} searched with seeds to run, {waiting} not "
-        "started.",
+        f"{len(searched)} searched with seeds to run, "
+        + (f"{len(searching)} being searched, " if searching else "")
+        + f"{waiting} not started.",
         "",
         "| condition | " + " | ".join(study.arms) + " |",
         "|---|" + "---|" * len(study.arms),
@@ -139,7 +155,7 @@ def render(study, cells):
         row = [c for c in cells if c["condition"] == condition]
         lines.append(
             f"| {condition or '(no grid)'} | "
-            + " | ".join(_entry(c) for c in row)
+            + " | ".join(_entry(c, study.search["max_trials"]) for c in row)
             + " |"
         )
     spent = math.fsum(
@@ -159,11 +175,13 @@ def render(study, cells):
     return "\n".join(lines) + "\n"
 
 
-def _entry(cell):
+def _entry(cell, max_trials):
     if cell["state"] == DONE:
         return DONE
     if cell["state"] == "searched":
         return f"seeds {cell['seeds_done']}/{cell['seeds']}"
+    if cell["state"] == "searching":
+        return f"trials {cell['trials_done']}/{max_trials}"
     return NOT_STARTED
 
 

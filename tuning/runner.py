@@ -9,7 +9,10 @@ a cell's search rows and its `cells.csv` row when its search ends, each
 seed's row when it ends. A run resumes from those files alone: a cell
 with a `cells.csv` row is not searched again, and a (condition, arm, seed)
 in `trials.csv` is not retrained, even in a fresh clone with no
-`tuning/runs/`. An interrupted search resumes from its KerasTuner project.
+`tuning/runs/`. An interrupted search resumes from its KerasTuner project,
+or, where that is gone, by replaying the trials `search_progress.csv`
+recorded as they ended (`tuning.search.replay`); the time those trials
+took counts in the cell's search time.
 On a distributed chief every search comes first (the workers train the
 trials), then the reruns.
 
@@ -18,6 +21,8 @@ row and prints both test accuracies.
 """
 
 import dataclasses
+import functools
+import math
 import numbers
 import os
 import shutil
@@ -166,14 +171,32 @@ def _run(study, options, role, backend, runs_dir, out_dir):
                 verbose=options.verbose,
                 tensorboard=_tensorboard_dir(options, study),
                 run_prefix=(condition.name, arm),
+                recorded=state.recorded(condition.name, arm),
+                on_trial_end=(
+                    functools.partial(state.record_trial, condition, arm)
+                    if writes_results
+                    else None
+                ),
             )
             if writes_results:
+                # The trials earlier sittings of this search ended count
+                # with their own time (a reopened cell's first search is
+                # in its `search_wall_time_s` already).
+                counted = {
+                    int(r["trial_id"])
+                    for r in state.rows_of(condition.name, arm)
+                }
+                earlier = math.fsum(
+                    search.trial_seconds(tuner.oracle.trials[t])
+                    for t in tuner.resumed_trials
+                    if int(t) not in counted
+                )
                 state.record_search(
                     at,
                     condition,
                     arm,
                     tuner,
-                    time.perf_counter() - t0,
+                    time.perf_counter() - t0 + earlier,
                     git_at_start,
                 )
                 cell = state.cells[condition.name, arm]
@@ -300,6 +323,18 @@ class _State:
         self.search_rows = records.read_csv(
             self._path(schema.SEARCH_TRIALS_CSV)
         )
+        # Less the rows of finished searches (left by a kill between the
+        # writes of `record_search`), which `search_trials.csv` holds.
+        finished = {
+            (r.get("condition", ""), r["arm"], int(r["trial_id"]))
+            for r in self.search_rows
+        }
+        self.progress = [
+            r
+            for r in records.read_csv(self._path(schema.SEARCH_PROGRESS_CSV))
+            if (r.get("condition", ""), r["arm"], int(r["trial_id"]))
+            not in finished
+        ]
         self.cells = schema.read_keyed(
             self._path(schema.CELLS_CSV), "condition", "arm"
         )
@@ -327,6 +362,51 @@ class _State:
             for r in self.search_rows
             if r.get("condition", "") == name and r["arm"] == arm
         ]
+
+    def progress_of(self, name, arm):
+        """The `search_progress.csv` rows of one cell's search."""
+        return [
+            r
+            for r in self.progress
+            if r.get("condition", "") == name and r["arm"] == arm
+        ]
+
+    def recorded(self, name, arm):
+        """The trials of one cell's search that earlier sittings ended: its
+        `search_trials.csv` rows if it is reopened, and then its
+        `search_progress.csv` rows, by trial number."""
+        rows = {int(r["trial_id"]): r for r in self.rows_of(name, arm)}
+        rows.update(
+            (int(r["trial_id"]), r) for r in self.progress_of(name, arm)
+        )
+        return [rows[k] for k in sorted(rows)]
+
+    def record_trial(self, condition, arm, trial):
+        """Writes one ended search trial to `search_progress.csv`."""
+        row = {
+            k: _cell(v)
+            for k, v in schema.trial_row(
+                self.study, condition, arm, trial
+            ).items()
+        }
+        self.progress = [
+            r
+            for r in self.progress
+            if (r.get("condition", ""), r["arm"], int(r["trial_id"]))
+            != (condition.name, arm, int(trial.trial_id))
+        ] + [row]
+        self._write_progress()
+
+    def _write_progress(self):
+        path = self._path(schema.SEARCH_PROGRESS_CSV)
+        if self.progress:
+            records.write_csv(
+                path,
+                schema.search_columns(self.study),
+                schema.ordered(self.study, self.progress, "trial_id"),
+            )
+        elif os.path.exists(path):
+            os.remove(path)
 
     def chosen_row(self, name, arm):
         if (name, arm) not in self.chosen:
@@ -390,6 +470,15 @@ class _State:
             schema.ordered(self.study, self.search_rows, "trial_id"),
         )
         self._write_cells()
+        # Last: until the cell's row is in `cells.csv`, its progress rows
+        # are what a resumed search replays. Rows of other finished cells
+        # (left by a kill between these writes) go too.
+        self.progress = [
+            r
+            for r in self.progress
+            if (r.get("condition", ""), r["arm"]) not in self.cells
+        ]
+        self._write_progress()
 
     def record_run(
         self, study, condition, arm, seed, hp_values, chosen, cell, data, result

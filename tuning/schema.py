@@ -5,6 +5,10 @@ One place for what `tuning.runner` writes and `tuning.report`,
 
 - `search_trials.csv`: one row per search trial of every (condition, arm)
   cell, written when the cell's search is over;
+- `search_progress.csv`: the same rows for the search under way, written
+  as each trial ends and emptied of a cell's rows when its search is over
+  (no such file once every search is): what a search resumes from when
+  its KerasTuner project is gone;
 - `cells.csv`: one row per cell whose search is over: the chosen trial, its
   bracket, how long the search and the seed reruns took;
 - `trials.csv`: one row per (condition, arm, seed) rerun, written as each
@@ -16,7 +20,8 @@ One place for what `tuning.runner` writes and `tuning.report`,
 
 A cell is *searched* once it has a row in `cells.csv`, and *done* once
 `trials.csv` holds every seed of it: a run resumes from these files alone,
-without the KerasTuner projects of `tuning/runs/`.
+without the KerasTuner projects of `tuning/runs/`, an unfinished search
+included.
 """
 
 import math
@@ -34,6 +39,7 @@ DEFAULT_RESULTS_DIR = str(_provenance.REPO_ROOT / "tuning" / "results")
 DEFAULT_RUNS_DIR = str(_provenance.REPO_ROOT / "tuning" / "runs")
 TRIALS_CSV = "trials.csv"
 SEARCH_TRIALS_CSV = "search_trials.csv"
+SEARCH_PROGRESS_CSV = "search_progress.csv"
 CELLS_CSV = "cells.csv"
 CURVES_CSV = "curves.csv"
 SUMMARY_JSON = "summary.json"

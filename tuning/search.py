@@ -6,9 +6,18 @@ protocol v2), `"random"` or `"bayesian"` (KerasTuner's oracles). Trials are
 trained by `tuning.training.train`, seeded `search_seed * TRIAL_SEED_BASE +
 trial number`. On a distributed chief the oracle is a recovering one
 (`tuning.distributed`), served on the cell's own port.
+
+A search survives the loss of its project too. The oracle hands every
+trial that ends to `on_trial_end` (the runner writes it to the results
+folder's `search_progress.csv`), and a search that starts with an empty
+project replays the trials recorded so: each is asked of the oracle
+again, checked against what was recorded, and ended with the recorded
+metrics, so that the search goes on from where it stopped, with the same
+trials and the same seeds, instead of from its first trial.
 """
 
 import contextlib
+import functools
 import os
 import time
 
@@ -26,6 +35,39 @@ TRIAL_SEED_BASE = 100_000
 # Written in a cell's project once its search is over; restarted workers
 # skip such cells instead of waiting for an oracle that no longer runs.
 SEARCH_DONE_JSON = "search_done.json"
+# The tuner ID under which recorded trials are replayed.
+REPLAY_TUNER_ID = "replay"
+
+
+class RecordingOracleMixin:
+    """Hands every trial that ends to `on_trial_end`, if set.
+
+    Mixed into the oracle of every cell (`make_oracle`): on a distributed
+    chief, trials end in the oracle, not in a tuner of the chief's.
+
+    Attributes:
+        on_trial_end: a function of one `keras_tuner.engine.trial.Trial`,
+            called under the oracle's lock once the trial is ended and
+            saved, or `None`.
+    """
+
+    on_trial_end = None
+
+    @keras_tuner.synchronized
+    def end_trial(self, trial):
+        super().end_trial(trial)
+        if self.on_trial_end is not None:
+            self.on_trial_end(self.trials[trial.trial_id])
+
+
+@functools.cache
+def recording(cls):
+    """`cls` (an oracle class) with `RecordingOracleMixin` mixed in."""
+    return type(
+        f"Recording{cls.__name__}",
+        (RecordingOracleMixin, cls),
+        {"__doc__": f"`{cls.__name__}` that records its ended trials."},
+    )
 
 
 class ArmTuner(keras_tuner.Tuner):
@@ -161,7 +203,7 @@ def make_oracle(study, role):
         cls, kwargs = keras_tuner.oracles.BayesianOptimizationOracle, {}
     if role == "chief":
         cls = distributed.RECOVERING[cls]
-    return cls(
+    return recording(cls)(
         objective=objective,
         max_trials=s["max_trials"],
         seed=s["seed"] + 1,
@@ -184,6 +226,8 @@ def search_cell(
     verbose=False,
     tensorboard=None,
     run_prefix=("", ""),
+    recorded=(),
+    on_trial_end=None,
 ):
     """Runs (or resumes, or joins) the search of one cell.
 
@@ -202,11 +246,20 @@ def search_cell(
         verbose: whether to show Keras' and KerasTuner's own progress.
         tensorboard: a folder for TensorBoard logs, or `None`.
         run_prefix: `(condition name, arm)`, for the TensorBoard run names.
+        recorded: rows of `search_trials.csv`'s columns, the trials of
+            this search that an earlier sitting ended; replayed (`replay`)
+            if the project holds no trial. Defaults to `()`.
+        on_trial_end: a function of one trial, called as each trial of
+            this sitting ends, and for each ended trial of a reloaded
+            project that `recorded` lacks (not on a worker). Defaults to
+            `None`.
 
     Returns:
         keras_tuner.Tuner or None: the cell's tuner, whose oracle holds the
-        trials; on a worker, a tuner with a client of the chief's oracle, or
-        `None` if the cell's search was already over.
+        trials and whose `resumed_trials` are the IDs of those that an
+        earlier sitting ended (replayed, or reloaded from the project); on
+        a worker, a tuner with a client of the chief's oracle, or `None` if
+        the cell's search was already over.
     """
     patches.atomic_keras_tuner_writes()
     s = study.search
@@ -239,13 +292,35 @@ def search_cell(
             project_name=os.path.basename(project_dir),
             overwrite=False,
         )
+        tuner.resumed_trials = ()
         if role != "worker":
+            replayed = replay(tuner.oracle, recorded, label, log)
+            # The trials an earlier sitting ended, replayed or reloaded;
+            # those of a reloaded project that `recorded` lacks are
+            # recorded now, so that they survive the project too.
+            ended = [
+                t
+                for t in tuner.oracle.trials.values()
+                if t.status in ("COMPLETED", "FAILED")
+            ]
+            tuner.resumed_trials = tuple(t.trial_id for t in ended)
+            if on_trial_end is not None:
+                known = {int(r["trial_id"]) for r in recorded}
+                for trial in ended:
+                    if int(trial.trial_id) not in known:
+                        on_trial_end(trial)
             completed = count_completed(tuner.oracle)
             if completed:
                 log(
                     f"{label}: resuming, {completed} of {s['max_trials']} "
                     "trials already done"
+                    + (
+                        f" ({replayed} replayed from the results)"
+                        if replayed
+                        else ""
+                    )
                 )
+            tuner.oracle.on_trial_end = on_trial_end
         with distributed.Liveness(
             role, tuner.oracle, project_dir, worker_timeout, label, log
         ):
@@ -253,6 +328,100 @@ def search_cell(
     if role != "worker":
         records.write_json(done_path, {"max_trials": s["max_trials"]})
     return tuner
+
+
+def replay(oracle, rows, label, log):
+    """Ends, in an oracle with no trial yet, the trials recorded in `rows`.
+
+    Trial by trial, in the order of their IDs, the oracle is asked for its
+    next trial as a tuner would ask; where it proposes the recorded trial
+    (the same number and hyperparameter values), that trial is ended with
+    the recorded status and metrics without training. The first trial it
+    does not propose ends the replay: that trial goes back to the oracle,
+    to be trained next, and the later rows are dropped (and logged).
+
+    Args:
+        oracle: a `keras_tuner.Oracle` of the cell, reloaded from its
+            project.
+        rows: dicts of str with `search_trials.csv`'s columns.
+        label: the prefix of the log lines.
+        log: a function of one string.
+
+    Returns:
+        int: the number of trials replayed; `0` if the oracle held any
+        trial already (its project is further on than `rows`, or level).
+    """
+    if oracle.trials or not rows:
+        return 0
+    rows = sorted(rows, key=lambda r: int(r["trial_id"]))
+    n = 0
+    for row in rows:
+        trial = oracle.create_trial(REPLAY_TUNER_ID)
+        if trial.status != "RUNNING" or not _proposes(trial, row):
+            if trial.status == "RUNNING":
+                oracle.ongoing_trials.pop(REPLAY_TUNER_ID, None)
+                oracle._retry_queue.append(trial.trial_id)
+                oracle.save()
+            log(
+                f"{label}: recorded trial {int(row['trial_id']) + 1} is not "
+                "what the oracle proposes now ("
+                + (
+                    format_hps(trial.hyperparameters.values)
+                    if trial.status == "RUNNING"
+                    else f"status {trial.status}"
+                )
+                + f"); replayed {n} of {len(rows)} recorded trials, the "
+                "rest are searched again"
+            )
+            break
+        metrics = _recorded_metrics(row)
+        # A trial that failed reported nothing (its row may hold no
+        # objective), and KerasTuner takes no metrics without one.
+        if schema.OBJECTIVE in metrics:
+            oracle.update_trial(trial.trial_id, metrics)
+        trial.status = row["status"]
+        oracle.end_trial(trial)
+        n += 1
+    oracle.tuner_ids.discard(REPLAY_TUNER_ID)
+    return n
+
+
+def _proposes(trial, row):
+    """Whether a created trial is the recorded one of `row`: its number,
+    and each of its values as `search_trials.csv` writes it."""
+    if int(trial.trial_id) != int(row["trial_id"]):
+        return False
+    return all(
+        row.get(name, "") == _as_cell(value)
+        for name, value in trial.hyperparameters.values.items()
+    )
+
+
+def _as_cell(value):
+    """A value as `tuning.records` writes it (and so reads it back)."""
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def _recorded_metrics(row):
+    metrics = {}
+    for name in schema.TRIAL_METRICS:
+        cell = row.get(name, "")
+        if cell in ("", None):
+            continue
+        if cell in ("True", "False"):
+            metrics[name] = 1.0 if cell == "True" else 0.0
+        else:
+            metrics[name] = float(cell)
+    return metrics
+
+
+def trial_seconds(trial):
+    """The training time a trial reported (`0.0` if none)."""
+    if trial.metrics.exists("wall_time_s"):
+        return float(trial.metrics.get_last_value("wall_time_s"))
+    return 0.0
 
 
 def count_completed(oracle):

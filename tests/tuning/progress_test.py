@@ -127,6 +127,72 @@ def test_states_and_time_of_a_grid_study(tmp_path):
     assert [c["state"] for c in one].count("done") == 3
 
 
+def test_a_cell_being_searched(tmp_path):
+    study = _grid_study(tmp_path)
+    out = tmp_path / "results" / study.results_name
+    out.mkdir(parents=True)
+    _write(
+        out / "cells.csv",
+        ["condition", "arm", "search_wall_time_s", "seeds_wall_time_s"],
+        [
+            {
+                "condition": "depth-1",
+                "arm": "dense",
+                "search_wall_time_s": "100",
+                "seeds_wall_time_s": "20",
+            }
+        ],
+    )
+    _write(
+        out / "trials.csv",
+        ["condition", "arm", "seed", "test_accuracy", "wall_time_s"],
+        [
+            {
+                "condition": "depth-1",
+                "arm": "dense",
+                "seed": str(s),
+                "test_accuracy": "0.5",
+                "wall_time_s": "40",
+            }
+            for s in range(3)
+        ],
+    )
+    # Two trials of the next cell's search ended, and one row left behind
+    # by the finished cell (a kill between its writes) that does not count.
+    _write(
+        out / "search_progress.csv",
+        ["condition", "arm", "trial_id", "status", "wall_time_s"],
+        [
+            {
+                "condition": c,
+                "arm": a,
+                "trial_id": t,
+                "status": "COMPLETED",
+                "wall_time_s": "30",
+            }
+            for c, a, t in [
+                ("depth-1", "dense", "0"),
+                ("depth-1", "affine_like", "0"),
+                ("depth-1", "affine_like", "1"),
+            ]
+        ],
+    )
+    cells = progress.progress(study, str(out))
+    states = {(c["condition"], c["arm"]): c for c in cells}
+    assert states["depth-1", "dense"]["state"] == "done"
+    assert states["depth-1", "dense"]["wall_time_s"] == 120.0
+    searching = states["depth-1", "affine_like"]
+    assert (searching["state"], searching["trials_done"]) == ("searching", 2)
+    assert searching["wall_time_s"] == 60.0
+    text = progress.render(study, cells)
+    assert text.startswith(
+        "g: 1 of 4 cells done, 0 searched with seeds to run, 1 being "
+        "searched, 2 not started."
+    )
+    assert "| depth-1 | done | trials 2/4 |" in text
+    assert "Wall time of the cells so far: 3 min." in text
+
+
 def test_committed_smoke_results_are_done(tmp_path, capsys):
     shutil.copytree(SMOKE, tmp_path / "smoke")
     assert progress.main(["smoke", "--results-dir", str(tmp_path)]) == 0

@@ -225,6 +225,77 @@ def test_killed_runs_resume_without_redoing_work(tmp_path):
     assert (out / "trials.csv").read_text() == before
 
 
+@pytest.mark.requires_backend("torch")
+def test_a_search_whose_project_is_lost_resumes_from_the_results(tmp_path):
+    data_dir = common.write_image_folder(tmp_path / "cifar10")
+    study = common.write_study(
+        tmp_path / "tiny.toml", max_trials=3, epochs=2, tuner="bracket"
+    )
+    args = (
+        study,
+        "--data-dir",
+        data_dir,
+        "--results-dir",
+        tmp_path / "results",
+        "--runs-dir",
+        tmp_path / "runs",
+    )
+    out = tmp_path / "results" / "tiny"
+
+    # Killed during the first cell's search, after its first trial, which
+    # the results folder holds as it ended.
+    _run_until(tmp_path, args, "dense: trial 1 of 3 done")
+    progress = records.read_csv(out / "search_progress.csv")
+    assert [(r["arm"], r["trial_id"]) for r in progress] == [("dense", "0")]
+    # Without that file (as an older runner left its results), the next
+    # sitting resumes from the project and records the trial it reloaded.
+    (out / "search_progress.csv").unlink()
+    second = _run_until(tmp_path, args, "dense: trial 2 of 3 done")
+    assert "dense: resuming, 1 of 3 trials already done\n" in second
+    # Killed after the second trial: both are in the results folder.
+    progress = records.read_csv(out / "search_progress.csv")
+    assert [(r["arm"], r["trial_id"], r["status"]) for r in progress] == [
+        ("dense", "0", "COMPLETED"),
+        ("dense", "1", "COMPLETED"),
+    ]
+    assert not (out / "search_trials.csv").exists()
+    # A fresh machine: no KerasTuner project. The two trials' times, made
+    # long enough to tell apart from the next sitting's own.
+    shutil.rmtree(tmp_path / "runs")
+    for r in progress:
+        r["wall_time_s"] = "1000.0"
+    records.write_csv(
+        str(out / "search_progress.csv"), list(progress[0]), progress
+    )
+
+    final = common.run_sweep(tmp_path, *args)
+    assert final.returncode == 0, final.stdout + final.stderr
+    assert "dense: resuming, 2 of 3 trials already done (2 replayed" in (
+        final.stdout
+    )
+    assert "dense: trial 1 of 3 started" not in final.stdout
+    assert "dense: trial 2 of 3 started" not in final.stdout
+    assert "dense: trial 3 of 3 started" in final.stdout
+    search = records.read_csv(out / "search_trials.csv")
+    dense = [r for r in search if r["arm"] == "dense"]
+    assert [r["trial_id"] for r in dense] == ["0", "1", "2"]
+    # The replayed trials are the recorded ones, metrics and all, and the
+    # search went on with the rate it would have tried third.
+    for kept, recorded in zip(dense, progress):
+        for name in ("learning_rate", "val_accuracy", "val_loss", "diverged"):
+            assert kept[name] == recorded[name], name
+    assert [float(r["learning_rate"]) for r in dense] == pytest.approx(
+        [0.01, 10**-1.5, 0.1]
+    )
+    # Their time counts in the cell's search time; the file is gone once
+    # every search is over.
+    cell = next(
+        c for c in records.read_csv(out / "cells.csv") if c["arm"] == "dense"
+    )
+    assert 2000.0 < float(cell["search_wall_time_s"]) < 2000.0 + 300.0
+    assert not (out / "search_progress.csv").exists()
+
+
 def _run_until(tmp_path, args, line_part, timeout=300):
     """Starts the runner, SIGKILLs it once a line contains `line_part`."""
     proc = subprocess.Popen(
