@@ -296,6 +296,54 @@ def test_a_search_whose_project_is_lost_resumes_from_the_results(tmp_path):
     assert not (out / "search_progress.csv").exists()
 
 
+@pytest.mark.requires_backend("torch")
+def test_more_trials_reopen_a_search_without_retraining_it(tmp_path):
+    data_dir = common.write_image_folder(tmp_path / "cifar10")
+    study = common.write_study(
+        tmp_path / "tiny.toml", max_trials=3, epochs=2, tuner="bracket"
+    )
+    args = (
+        study,
+        "--data-dir",
+        data_dir,
+        "--results-dir",
+        tmp_path / "results",
+        "--runs-dir",
+        tmp_path / "runs",
+        "--seeds",
+        "1",
+    )
+    out = tmp_path / "results" / "tiny"
+    first = common.run_sweep(tmp_path, *args, "--max-trials", "2")
+    assert first.returncode == 0, first.stdout + first.stderr
+    before = records.read_csv(out / "search_trials.csv")
+    cells = {c["arm"]: c for c in records.read_csv(out / "cells.csv")}
+    assert {c["bracketed"] for c in cells.values()} == {"False"}
+    # On a fresh machine, with one more trial allowed: each cell's two
+    # trials are replayed from search_trials.csv, and only the third runs.
+    shutil.rmtree(tmp_path / "runs")
+    final = common.run_sweep(tmp_path, *args, "--max-trials", "3")
+    assert final.returncode == 0, final.stdout + final.stderr
+    for arm in ARMS:
+        assert (
+            f"{arm}: resuming, 2 of 3 trials already done (2 replayed"
+        ) in final.stdout
+        assert f"{arm}: trial 1 of 3 started" not in final.stdout
+        assert f"{arm}: trial 3 of 3 started" in final.stdout
+    after = records.read_csv(out / "search_trials.csv")
+    assert [(r["arm"], r["trial_id"]) for r in after] == [
+        (arm, t) for arm in ARMS for t in ("0", "1", "2")
+    ]
+    kept = [r for r in after if r["trial_id"] != "2"]
+    for old, new in zip(before, kept):
+        for name in ("learning_rate", "val_accuracy", "wall_time_s"):
+            assert new[name] == old[name], name
+    # The first search's time is counted once, with the third trial's.
+    for c in records.read_csv(out / "cells.csv"):
+        first_time = float(cells[c["arm"]]["search_wall_time_s"])
+        assert first_time < float(c["search_wall_time_s"]) < first_time + 300
+
+
 def _run_until(tmp_path, args, line_part, timeout=300):
     """Starts the runner, SIGKILLs it once a line contains `line_part`."""
     proc = subprocess.Popen(
