@@ -303,7 +303,7 @@ def mlp(
     depth = _validation.positive_int(depth, "depth")
     width = _validation.positive_int(width, "width")
     _validation.activation(activation)
-    kernel_initializer = _kernel_initializer(arm, kernel_scale)
+    kernel_initializer = _kernel_initializer_factory(arm, kernel_scale)
 
     inputs = keras.Input(input_shape, name="inputs")
     x = keras.layers.Flatten(name="flatten")(inputs)
@@ -313,13 +313,13 @@ def mlp(
             x,
             width,
             activation,
-            kernel_initializer,
+            kernel_initializer(),
             prefix=f"block{i + 1}",
         )
     if arm.corrected_head:
         # Every affine map of the model is corrected, the output one too.
         outputs = AffineLikeDense(
-            num_classes, kernel_initializer=kernel_initializer, name="logits"
+            num_classes, kernel_initializer=kernel_initializer(), name="logits"
         )(x)
     else:
         outputs = keras.layers.Dense(num_classes, name="logits")(x)
@@ -403,7 +403,7 @@ def cnn(
             f"input_shape={input_shape}"
         )
     _validation.activation(activation)
-    kernel_initializer = _kernel_initializer(arm, kernel_scale)
+    kernel_initializer = _kernel_initializer_factory(arm, kernel_scale)
 
     inputs = keras.Input(input_shape, name="inputs")
     x = inputs
@@ -414,7 +414,7 @@ def cnn(
             x,
             filters * 2**i,
             activation,
-            kernel_initializer,
+            kernel_initializer(),
             prefix=prefix,
             kernel_size=3,
             padding="same",
@@ -430,9 +430,16 @@ def cnn(
     return keras.Model(inputs, outputs, name=name or f"cnn_{variant}")
 
 
-def _kernel_initializer(arm, kernel_scale):
+def _kernel_initializer_factory(arm, kernel_scale):
+    """Checks `kernel_scale` and returns a function that makes one layer's
+    kernel initialiser.
+
+    Each call makes a new initialiser: an unseeded Keras initialiser draws
+    its seed when it is made, so one instance shared by several layers
+    would give every one of them the same random values.
+    """
     if kernel_scale is None:
-        return None
+        return lambda: None
     if not arm.ours:
         raise ValueError(
             "Received an invalid value for argument `kernel_scale`. Expected "
@@ -442,4 +449,4 @@ def _kernel_initializer(arm, kernel_scale):
             f"Received: variant={arm.name!r}, kernel_scale={kernel_scale!r}"
         )
     kernel_scale = _validation.positive_float(kernel_scale, "kernel_scale")
-    return keras.initializers.RandomNormal(stddev=kernel_scale)
+    return lambda: keras.initializers.RandomNormal(stddev=kernel_scale)

@@ -267,6 +267,59 @@ def test_kernel_scale_reaches_our_layers(builder, variant):
         _assert_plain_head(model, num_classes=2)
 
 
+@pytest.mark.parametrize(
+    "builder,variant",
+    [
+        (models.mlp, "affine_like"),
+        (models.mlp, "norm_like"),
+        (models.mlp, "affine_like_head"),
+        (models.cnn, "patch_norm"),
+        (models.cnn, "affine_like_conv"),
+    ],
+    ids=["affine_like", "norm_like", "affine_like_head", "patch_norm", "conv"],
+)
+@pytest.mark.parametrize("scale", [0.5, None], ids=["scaled", "default"])
+def test_every_layer_draws_its_own_kernel(builder, variant, scale):
+    # An unseeded Keras initialiser draws its seed when it is made: one
+    # instance shared by the layers would start them all from the same
+    # random values (the same kernel where the shapes agree, the same
+    # leading values where they do not).
+    if builder is models.mlp:
+        size, input_shape = {"width": 8}, (8,)
+    else:
+        size, input_shape = {"filters": 4}, (8, 8, 4)
+    model = builder(
+        variant, input_shape, 8, depth=3, kernel_scale=scale, **size
+    )
+    ours = (
+        layers.AffineLikeDense,
+        layers.NormLikeDense,
+        layers.PatchNormConv2D,
+        layers.AffineLikeConv2D,
+    )
+    kernels = [
+        testing.to_numpy(l.kernel).ravel()
+        for l in model.layers
+        if isinstance(l, ours)
+    ]
+    assert len(kernels) == (4 if variant == "affine_like_head" else 3)
+    for i in range(len(kernels)):
+        for j in range(i + 1, len(kernels)):
+            n = min(kernels[i].size, kernels[j].size)
+            assert not np.allclose(kernels[i][:n], kernels[j][:n]), (i, j)
+    # Seeded, the same build gives the same kernels.
+    keras.utils.set_random_seed(3)
+    first = builder(
+        variant, input_shape, 8, depth=3, kernel_scale=scale, **size
+    )
+    keras.utils.set_random_seed(3)
+    second = builder(
+        variant, input_shape, 8, depth=3, kernel_scale=scale, **size
+    )
+    for a, b in zip(first.weights, second.weights):
+        np.testing.assert_array_equal(testing.to_numpy(a), testing.to_numpy(b))
+
+
 @pytest.mark.parametrize("variant", ["affine_like", "patch_norm"])
 def test_model_save_and_reload(variant, tmp_path):
     if variant == "affine_like":
