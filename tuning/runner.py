@@ -158,9 +158,7 @@ def _run(study, options, role, backend, runs_dir, out_dir):
                 at,
                 arm,
                 data,
-                os.path.join(runs_dir, condition.name, arm)
-                if condition.name
-                else os.path.join(runs_dir, arm),
+                schema.project_dir(runs_dir, condition.name, arm),
                 "[search] " + label,
                 log,
                 start,

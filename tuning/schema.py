@@ -102,6 +102,14 @@ CELL_COLUMNS = (
 DATA_KEYS = ("dataset", "train_samples", "val_samples", "test_samples")
 
 
+def project_dir(runs_dir, condition_name, arm):
+    """The KerasTuner project of a cell: `<runs_dir>/[<condition>/]<arm>`
+    (`runs_dir` the study's own folder of runs)."""
+    if condition_name:
+        return os.path.join(runs_dir, condition_name, arm)
+    return os.path.join(runs_dir, arm)
+
+
 def grid_columns(study):
     """The leading columns of a study with a grid: condition and its keys."""
     return ("condition", *study.grid) if study.grid else ()
