@@ -3,12 +3,27 @@
 One plain SGD step on an affine layer `z = W x + b` moves the activation of
 the sample it was computed on by `-eta (|x|^2 + 1) dL/dz` instead of
 `-eta dL/dz`. The layers in `keras_affine_div.layers` cancel that factor;
-`keras_affine_div.ops` holds the norms they divide by.
+`keras_affine_div.ops` holds the norms they divide by,
+`keras_affine_div.models` the MLPs and CNNs built from them, and
+`keras_affine_div.datasets` the data the studies train on. The KerasTuner
+hypermodels, `keras_affine_div.hypermodels`, need KerasTuner and are
+imported on their own.
 """
 
 from keras_affine_div import callbacks
+from keras_affine_div import datasets
 from keras_affine_div import diagnostics
 from keras_affine_div import layers
+from keras_affine_div import models
+from keras_affine_div import ops
 from keras_affine_div.version import __version__
 
-__all__ = ["callbacks", "diagnostics", "layers", "__version__"]
+__all__ = [
+    "callbacks",
+    "datasets",
+    "diagnostics",
+    "layers",
+    "models",
+    "ops",
+    "__version__",
+]

@@ -147,6 +147,38 @@ def positive_float(value, name, allow_none=False):
     return float(value)
 
 
+def epsilon(value, name="epsilon"):
+    """Returns `value` as a `float` if float32 holds it as a normal number.
+
+    The layers add `epsilon` to a squared norm computed in float32. A
+    smaller value is 0 or subnormal in float32 (which accelerators flush to
+    0), so at `x = 0` the layer would divide by 0.
+
+    Args:
+        value: the argument to check.
+        name: the argument's name, used in the error message.
+
+    Returns:
+        float: `value`.
+
+    Raises:
+        TypeError: if `value` is not a real number.
+        ValueError: if `value` is not finite, or smaller than the smallest
+            normal float32, `np.finfo("float32").tiny` (about 1.18e-38).
+    """
+    value = positive_float(value, name)
+    tiny = float(np.finfo("float32").tiny)
+    if value < tiny:
+        raise _invalid_value(
+            name,
+            f"a finite float >= {tiny:.8g}, the smallest normal float32 "
+            "(smaller values are 0 or subnormal in float32, and the layer "
+            "would divide by 0 at x = 0)",
+            value,
+        )
+    return value
+
+
 def number_in(value, name, low, high, closed=(False, False)):
     """Returns `value` as a `float` if it lies in an interval, else raises.
 

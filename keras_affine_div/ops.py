@@ -44,8 +44,8 @@ def squared_norm(x, axis=-1, keepdims=False):
     Args:
         x: A tensor or array. Integer and boolean inputs are cast to
             `keras.config.floatx()` first.
-        axis: An integer, a tuple of integers, or `None` (every axis): the
-            axes to reduce. Defaults to `-1`.
+        axis: An integer, a non-empty tuple of integers, or `None` (every
+            axis): the axes to reduce. Defaults to `-1`.
         keepdims: Boolean, whether to keep the reduced axes with size 1.
             Defaults to `False`.
 
@@ -56,8 +56,8 @@ def squared_norm(x, axis=-1, keepdims=False):
     Raises:
         TypeError: if `axis` is not an integer, a tuple of integers or
             `None`, or `keepdims` is not a bool.
-        ValueError: if an entry of `axis` is out of range for `x`, or
-            repeated.
+        ValueError: if `axis` is an empty tuple or list, or an entry of
+            it is out of range for `x` or repeated.
 
     Example:
 
@@ -345,6 +345,12 @@ def _normalize_axis(axis, rank):
         raise TypeError(
             "Received an invalid type for argument `axis`. Expected an "
             f"integer, a tuple of integers or None. Received: axis={axis!r}"
+        )
+    if not entries:
+        raise ValueError(
+            "Received an invalid value for argument `axis`. Expected an "
+            "integer, a non-empty tuple of integers or None (every axis). "
+            f"Received: axis={axis!r}"
         )
     if any(not -rank <= a < rank for a in entries) or len(
         {a % rank for a in entries}

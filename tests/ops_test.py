@@ -67,6 +67,14 @@ def test_squared_norm_casts_integers_and_accepts_symbolic_inputs():
         ({"axis": 1.0}, TypeError, r"axis=1.0"),
         ({"axis": 2}, ValueError, r"\[-2, 2\).*axis=2"),
         ({"axis": (0, -2)}, ValueError, r"distinct.*axis=\(0, -2\)"),
+        (
+            {"axis": ()},
+            ValueError,
+            r"Received an invalid value for argument `axis`\. Expected an "
+            r"integer, a non-empty tuple of integers or None \(every axis\)\. "
+            r"Received: axis=\(\)",
+        ),
+        ({"axis": []}, ValueError, r"non-empty tuple.*Received: axis=\[\]"),
         ({"keepdims": 1}, TypeError, r"keepdims=1"),
     ],
     ids=[
@@ -74,6 +82,8 @@ def test_squared_norm_casts_integers_and_accepts_symbolic_inputs():
         "float_axis",
         "axis_out_of_range",
         "repeated_axis",
+        "empty_tuple_axis",
+        "empty_list_axis",
         "int_keepdims",
     ],
 )

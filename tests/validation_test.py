@@ -1,6 +1,7 @@
 """The package's argument checks (`keras_affine_div._validation`)."""
 
 import math
+import re
 
 import keras
 import numpy as np
@@ -66,6 +67,24 @@ def test_positive_float():
         _validation.positive_float("1", "eps")
     with pytest.raises(TypeError, match=r"of type bool"):
         _validation.positive_float(True, "eps")
+
+
+def test_epsilon_is_a_normal_float32():
+    tiny = float(np.finfo("float32").tiny)
+    assert _validation.epsilon(tiny) == tiny
+    assert _validation.epsilon(1e-3) == 1e-3
+    for value in (1e-50, tiny / 2, 1e-45):
+        with pytest.raises(
+            ValueError,
+            match=r"Received an invalid value for argument `epsilon`\. "
+            r"Expected a finite float >= 1\.1754944e-38, the smallest normal "
+            r"float32 .*Received: epsilon=" + re.escape(repr(value)) + "$",
+        ):
+            _validation.epsilon(value)
+    with pytest.raises(ValueError, match=r"> 0\. Received: epsilon=0"):
+        _validation.epsilon(0)
+    with pytest.raises(TypeError, match=r"Received: eps='1e-3' of type str"):
+        _validation.epsilon("1e-3", "eps")
 
 
 def test_number_in():

@@ -126,7 +126,9 @@ def _load_image_folder(data_dir, arg_name, cache_dir):
             root,
             image_folder.fingerprint(listing),
         ),
-        decode=lambda: image_folder.decode(root, _IMAGE_SHAPE, "CIFAR-10"),
+        decode=lambda: image_folder.decode(
+            root, _IMAGE_SHAPE, "CIFAR-10", arg_name, data_dir
+        ),
     )
     label = f"CIFAR-10 ({image_folder.encoding(listing)} copy)"
     return RawSplits("cifar10", label, root, CLASS_NAMES, *arrays)

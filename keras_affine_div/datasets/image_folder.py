@@ -106,13 +106,16 @@ def encoding(listing):
     return "JPEG" if extensions & set(_JPEG_EXTENSIONS) else "PNG"
 
 
-def decode(root, image_shape, title):
+def decode(root, image_shape, title, arg_name, data_dir):
     """Decodes both splits of an image folder with tfds' `ImageFolder`.
 
     Args:
         root: the folder's real path, checked by `list_images`.
         image_shape: the `(height, width, channels)` every image must have.
         title: the dataset's name in messages, e.g. `"CIFAR-10"`.
+        arg_name: where the folder came from, for messages: `"data_dir"`
+            or an environment variable.
+        data_dir: the folder as given, for messages.
 
     Returns:
         tuple: `(x_train, y_train, x_test, y_test)`: `uint8` images in the
@@ -142,6 +145,6 @@ def decode(root, image_shape, title):
                 f"Expected {title} images of shape {tuple(image_shape)} "
                 f"({height}x{width} {colour}) in `{split}/`; decoding "
                 f"failed with: {e.message.splitlines()[0]} "
-                f"Received: data_dir={root!r}"
+                f"Received: {arg_name}={data_dir!r}"
             ) from None
     return tuple(arrays)

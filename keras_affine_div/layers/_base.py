@@ -151,15 +151,20 @@ class BaseDivergenceLayer(keras.layers.Layer):
             raise ValueError(
                 "Lora is incompatible with kernel constraints. "
                 "In order to enable lora on this layer, remove the "
-                "`kernel_constraint` argument."
+                "`kernel_constraint` argument. Received: "
+                f"kernel_constraint={_describe(self.kernel_constraint)}"
             )
         if not self.built:
             raise ValueError(
-                "Cannot enable lora on a layer that isn't yet built."
+                "Cannot enable lora on a layer that isn't yet built. Build "
+                "it first, e.g. by calling it on an input. Received: "
+                f"{self.name}.built={self.built}"
             )
         if self.lora_enabled:
             raise ValueError(
-                "lora is already enabled. This can only be done once per layer."
+                "lora is already enabled. This can only be done once per "
+                f"layer. Received: rank={rank!r}, "
+                f"{self.name}.lora_rank={self.lora_rank}"
             )
         rank = _validation.positive_int(rank, "rank")
         lora_alpha = _lora_alpha(lora_alpha, "lora_alpha")
@@ -360,6 +365,11 @@ def _lora_alpha(value, name):
     if isinstance(value, numbers.Integral):
         return int(value)
     return float(value)
+
+
+def _describe(obj):
+    """The name of a function, else of the class of an object."""
+    return getattr(obj, "__name__", type(obj).__name__)
 
 
 @contextlib.contextmanager

@@ -75,13 +75,7 @@ class BaseDivergenceConv(_base.BaseDivergenceLayer):
 
     def build(self, input_shape):
         input_shape = tuple(input_shape)
-        if len(input_shape) != self.rank + 2:
-            raise ValueError(
-                f"Layer `{self.name}` expects inputs of rank {self.rank + 2} "
-                f"(batch, {_conv.SPATIAL_AXES[self.rank]}, channels, in the "
-                "order of `data_format`). "
-                f"Received: input_shape={input_shape}"
-            )
+        self._check_input_rank(input_shape)
         channel_axis = self._channel_axis
         channels = input_shape[channel_axis]
         if channels is None:
@@ -110,6 +104,7 @@ class BaseDivergenceConv(_base.BaseDivergenceLayer):
 
     def compute_output_shape(self, input_shape):
         input_shape = tuple(input_shape)
+        self._check_input_rank(input_shape)
         if self.data_format == "channels_last":
             spatial = input_shape[1:-1]
         else:
@@ -148,6 +143,16 @@ class BaseDivergenceConv(_base.BaseDivergenceLayer):
             }
         )
         return config
+
+    def _check_input_rank(self, input_shape):
+        """Raises unless `input_shape` has a batch, spatial and channel axes."""
+        if len(input_shape) != self.rank + 2:
+            raise ValueError(
+                f"Layer `{self.name}` expects inputs of rank {self.rank + 2} "
+                f"(batch, {_conv.SPATIAL_AXES[self.rank]}, channels, in the "
+                "order of `data_format`). "
+                f"Received: input_shape={input_shape}"
+            )
 
     @property
     def _channel_axis(self):
@@ -207,7 +212,7 @@ class BasePatchNormConv(BaseDivergenceConv):
     """`phi(W . P_p / sqrt(|P_p|^2 + epsilon) + b)`: the norm-like conv."""
 
     def __init__(self, rank, filters, kernel_size, epsilon=1e-3, **kwargs):
-        epsilon = _validation.positive_float(epsilon, "epsilon")
+        epsilon = _validation.epsilon(epsilon, "epsilon")
         super().__init__(rank, filters, kernel_size, **kwargs)
         self.epsilon = epsilon
 

@@ -103,6 +103,7 @@ class AffineLikeConv1D(_base_conv.BaseAffineLikeConv):
     Example:
 
     >>> import numpy as np
+    >>> import keras
     >>> from keras_affine_div.layers import AffineLikeConv1D
     >>> layer = AffineLikeConv1D(8, 3, strides=2)
     >>> y = layer(np.zeros((2, 15, 3), dtype="float32"))

@@ -96,6 +96,7 @@ class AffineLikeConv2D(_base_conv.BaseAffineLikeConv):
     Example:
 
     >>> import numpy as np
+    >>> import keras
     >>> from keras_affine_div.layers import AffineLikeConv2D
     >>> layer = AffineLikeConv2D(8, (3, 3), strides=2)
     >>> y = layer(np.zeros((2, 15, 15, 3), dtype="float32"))

@@ -97,6 +97,7 @@ class AffineLikeConv3D(_base_conv.BaseAffineLikeConv):
     Example:
 
     >>> import numpy as np
+    >>> import keras
     >>> from keras_affine_div.layers import AffineLikeConv3D
     >>> layer = AffineLikeConv3D(4, 3, strides=2, groups=2)
     >>> y = layer(np.zeros((2, 7, 7, 7, 2), dtype="float32"))

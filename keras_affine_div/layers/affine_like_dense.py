@@ -50,6 +50,17 @@ class AffineLikeDense(_base.BaseDivergenceDense):
             weights matrix. Defaults to `None`.
         bias_constraint: Constraint function applied to the bias vector.
             Defaults to `None`.
+        lora_rank: Optional positive integer. If set, the layer implements
+            LoRA (Low-Rank Adaptation) of this rank, as Keras' `Dense`
+            does: the kernel is frozen and the layer applies
+            `kernel + (lora_kernel_a @ lora_kernel_b) * (lora_alpha /
+            lora_rank)` inside the same division, training the two
+            low-rank matrices (and the bias) only. LoRA can also be enabled
+            on a built layer with `layer.enable_lora(rank)`. Defaults to
+            `None`.
+        lora_alpha: Optional positive number scaling the low-rank update by
+            `lora_alpha / lora_rank`. Defaults to `None`, which means
+            `lora_rank` (a scale of 1).
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -90,6 +101,8 @@ class AffineLikeDense(_base.BaseDivergenceDense):
         activity_regularizer=None,
         kernel_constraint=None,
         bias_constraint=None,
+        lora_rank=None,
+        lora_alpha=None,
         **kwargs,
     ):
         super().__init__(
@@ -103,6 +116,8 @@ class AffineLikeDense(_base.BaseDivergenceDense):
             activity_regularizer=activity_regularizer,
             kernel_constraint=kernel_constraint,
             bias_constraint=bias_constraint,
+            lora_rank=lora_rank,
+            lora_alpha=lora_alpha,
             **kwargs,
         )
 

@@ -29,7 +29,8 @@ class NormLikeDense(_base.BaseDivergenceDense):
 
     Args:
         units: Positive integer, dimensionality of the output space.
-        epsilon: Positive float added to `|x|^2` before the square root.
+        epsilon: Positive float added to `|x|^2` before the square root,
+            at least the smallest normal float32, `np.finfo("float32").tiny`.
             It is small next to `|x|^2` of any non-degenerate input (a sum,
             not a mean, over the features). Defaults to `1e-3`.
         activation: Activation function to use. Defaults to `None` (no
@@ -52,6 +53,17 @@ class NormLikeDense(_base.BaseDivergenceDense):
             weights matrix. Defaults to `None`.
         bias_constraint: Constraint function applied to the bias vector.
             Defaults to `None`.
+        lora_rank: Optional positive integer. If set, the layer implements
+            LoRA (Low-Rank Adaptation) of this rank, as Keras' `Dense`
+            does: the kernel is frozen and the layer applies
+            `kernel + (lora_kernel_a @ lora_kernel_b) * (lora_alpha /
+            lora_rank)` inside the same division, training the two
+            low-rank matrices (and the bias) only. LoRA can also be enabled
+            on a built layer with `layer.enable_lora(rank)`. Defaults to
+            `None`.
+        lora_alpha: Optional positive number scaling the low-rank update by
+            `lora_alpha / lora_rank`. Defaults to `None`, which means
+            `lora_rank` (a scale of 1).
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -66,6 +78,7 @@ class NormLikeDense(_base.BaseDivergenceDense):
     Example:
 
     >>> import numpy as np
+    >>> import keras
     >>> from keras_affine_div.layers import NormLikeDense
     >>> layer = NormLikeDense(4, epsilon=1e-3)
     >>> x = np.ones((2, 3), dtype="float32")
@@ -92,9 +105,11 @@ class NormLikeDense(_base.BaseDivergenceDense):
         activity_regularizer=None,
         kernel_constraint=None,
         bias_constraint=None,
+        lora_rank=None,
+        lora_alpha=None,
         **kwargs,
     ):
-        epsilon = _validation.positive_float(epsilon, "epsilon")
+        epsilon = _validation.epsilon(epsilon, "epsilon")
         super().__init__(
             units=units,
             activation=activation,
@@ -106,6 +121,8 @@ class NormLikeDense(_base.BaseDivergenceDense):
             activity_regularizer=activity_regularizer,
             kernel_constraint=kernel_constraint,
             bias_constraint=bias_constraint,
+            lora_rank=lora_rank,
+            lora_alpha=lora_alpha,
             **kwargs,
         )
         self.epsilon = epsilon

@@ -47,8 +47,9 @@ class PatchNormConv2D(_base_conv.BasePatchNormConv):
             group's patch (window x the channels of its group). Defaults to
             `1`.
         epsilon: Positive float added to `|P_p|^2` before the square root,
-            keeping value and gradient finite on all-zero patches. Defaults
-            to `1e-3`.
+            keeping value and gradient finite on all-zero patches; at least
+            the smallest normal float32, `np.finfo("float32").tiny`.
+            Defaults to `1e-3`.
         activation: Activation function to use. Defaults to `None` (no
             activation).
         use_bias: Boolean, whether the layer uses a bias vector. Defaults to

@@ -1,6 +1,7 @@
 """Tests of the image-folder reader, through CIFAR-10 image folders."""
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -122,7 +123,19 @@ def test_data_dir_with_wrong_image_size(tmp_path):
     with pytest.raises(
         ValueError,
         match=r"Expected CIFAR-10 images of shape \(32, 32, 3\) \(32x32 RGB\) "
-        r"in `train/`.*Received: data_dir=",
+        r"in `train/`.*Received: data_dir=" + re.escape(repr(root)) + "$",
     ):
         datasets.load("cifar10", data_dir=root, cache_dir=tmp_path / "c")
+    assert not (tmp_path / "c").exists()
+
+
+def test_wrong_image_size_names_the_environment_variable(tmp_path, monkeypatch):
+    root = common.write_image_folder(tmp_path / "data", 1, 1, size=16)
+    monkeypatch.setenv(datasets.CIFAR10_DIR_ENV, root)
+    with pytest.raises(
+        ValueError,
+        match=r"Expected CIFAR-10 images of shape \(32, 32, 3\).*in `train/`"
+        r".*Received: KERAS_AFFINE_DIV_CIFAR10_DIR=" + re.escape(repr(root)),
+    ):
+        datasets.load("cifar10", cache_dir=tmp_path / "c")
     assert not (tmp_path / "c").exists()

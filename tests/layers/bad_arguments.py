@@ -57,6 +57,12 @@ BAD_ARGUMENTS = {
             TypeError,
             r"epsilon='small'",
         ),
+        "underflowing_epsilon": (
+            {"units": 4, "epsilon": 1e-50},
+            ValueError,
+            r"Expected a finite float >= 1\.1754944e-38, the smallest normal "
+            r"float32.*Received: epsilon=1e-50",
+        ),
     },
     layers.PatchNormConv1D: {
         "zero_filters": (
@@ -73,6 +79,11 @@ BAD_ARGUMENTS = {
             {"filters": 4, "kernel_size": 3, "epsilon": 0},
             ValueError,
             r"epsilon=0",
+        ),
+        "underflowing_epsilon": (
+            {"filters": 4, "kernel_size": 3, "epsilon": 1e-50},
+            ValueError,
+            r">= 1\.1754944e-38, the smallest normal float32.*epsilon=1e-50",
         ),
         "unknown_padding": (
             {"filters": 4, "kernel_size": 3, "padding": "full"},
@@ -105,6 +116,11 @@ BAD_ARGUMENTS = {
             {"filters": 4, "kernel_size": 3, "epsilon": 0},
             ValueError,
             r"epsilon=0",
+        ),
+        "underflowing_epsilon": (
+            {"filters": 4, "kernel_size": 3, "epsilon": 1e-50},
+            ValueError,
+            r">= 1\.1754944e-38, the smallest normal float32.*epsilon=1e-50",
         ),
         "infinite_epsilon": (
             {"filters": 4, "kernel_size": 3, "epsilon": float("inf")},
@@ -157,6 +173,11 @@ BAD_ARGUMENTS = {
             {"filters": 4, "kernel_size": 2, "epsilon": -1.0},
             ValueError,
             r"epsilon=-1.0",
+        ),
+        "subnormal_epsilon": (
+            {"filters": 4, "kernel_size": 2, "epsilon": 1e-40},
+            ValueError,
+            r">= 1\.1754944e-38, the smallest normal float32.*epsilon=1e-40",
         ),
     },
     layers.AffineLikeConv1D: {

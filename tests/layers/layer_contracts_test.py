@@ -7,6 +7,10 @@ of a deep stack, and the argument checks. The per-layer files keep what is
 particular to one layer: its NumPy reference and exact identities.
 """
 
+import doctest
+import inspect
+import re
+
 import keras
 import numpy as np
 import pytest
@@ -34,6 +38,11 @@ CLASSES = list(LAYERS)
 CLASS_IDS = [LAYERS[cls][0] for cls in CLASSES]
 DENSE_CLASSES = [cls for cls in CLASSES if LAYERS[cls][1] is None]
 CONV_CLASSES = [cls for cls in CLASSES if LAYERS[cls][1] is not None]
+CONV_CLASS_IDS = [LAYERS[cls][0] for cls in CONV_CLASSES]
+# The layers with an `epsilon` argument: the norm-like ones.
+EPSILON_CLASSES = [
+    cls for cls in CLASSES if "epsilon" in inspect.signature(cls).parameters
+]
 CONV_CASES = {
     1: common.CONV1D_CASES,
     2: common.CONV_CASES,
@@ -456,3 +465,59 @@ class TestLayerContracts(testing.TestCase):
     def test_bad_arguments_raise(self, cls, kwargs, error, match):
         with pytest.raises(error, match=match):
             cls(**kwargs)
+
+    @pytest.mark.parametrize("cls", CONV_CLASSES, ids=CONV_CLASS_IDS)
+    def test_wrong_input_rank_raises_in_build_and_output_shape(self, cls):
+        rank = LAYERS[cls][1]
+        # One axis short (batch and channels only for 1D), one too many.
+        for input_shape in [(None,) + (8,) * rank, (2,) + (8,) * (rank + 2)]:
+            layer = cls(2, 3, name="conv")
+            match = (
+                rf"Layer `conv` expects inputs of rank {rank + 2} \(batch, "
+                r".*Received: input_shape=" + re.escape(str(input_shape))
+            )
+            with pytest.raises(ValueError, match=match):
+                layer.compute_output_shape(input_shape)
+            with pytest.raises(ValueError, match=match):
+                layer.build(input_shape)
+
+    @pytest.mark.parametrize(
+        "cls", EPSILON_CLASSES, ids=[LAYERS[cls][0] for cls in EPSILON_CLASSES]
+    )
+    def test_smallest_epsilon_gives_finite_output_at_zero(self, cls):
+        # A smaller epsilon is rejected: it would be 0 (or flushed to 0) in
+        # float32, and the output at x = 0 would be 0 / 0. (The gradient
+        # at x = 0 needs a larger epsilon: `rsqrt`'s derivative
+        # `epsilon**-1.5 / 2` overflows float32 below about 1e-26.)
+        tiny = float(np.finfo("float32").tiny)
+        kwargs, input_shape, _, _ = ZERO_INPUT[cls]
+        layer = cls(**{**kwargs, "epsilon": tiny})
+        x = np.zeros(input_shape, "float32")
+        self.assertAllFinite(testing.to_numpy(layer(x)), "Output at zero")
+
+    @pytest.mark.parametrize("cls", CLASSES, ids=CLASS_IDS)
+    def test_docstring_documents_every_argument(self, cls):
+        # The `Args:` entries, in the order of the signature.
+        args = cls.__doc__.split("\n    Args:\n", 1)[1].split("\n\n", 1)[0]
+        documented = re.findall(r"^        (\*\*\w+|\w+):", args, re.M)
+        params = [
+            ("**" if p.kind is p.VAR_KEYWORD else "") + name
+            for name, p in inspect.signature(cls.__init__).parameters.items()
+            if name != "self"
+        ]
+        self.assertEqual(documented, params, f"Args of {cls.__name__}")
+
+    @pytest.mark.parametrize("cls", CLASSES, ids=CLASS_IDS)
+    def test_docstring_example_runs_on_its_own_imports(self, cls):
+        # `--doctest-modules` runs the example in the module's namespace,
+        # where `keras` is imported already; a reader's session is empty.
+        (test,) = doctest.DocTestFinder(recurse=False).find(
+            cls, cls.__name__, globs={}
+        )
+        self.assertTrue(test.examples, f"{cls.__name__} has no example")
+        report = []
+        runner = doctest.DocTestRunner(
+            optionflags=doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS
+        )
+        result = runner.run(test, out=report.append)
+        self.assertEqual(result.failed, 0, "".join(report))

@@ -281,13 +281,15 @@ def test_mixed_precision_keeps_lora_weights_in_float32(
     "layer_cls,kwargs,input_shape,keras_cls", CASES, ids=IDS
 )
 def test_lora_errors(layer_cls, kwargs, input_shape, keras_cls):
-    layer = layer_cls(**kwargs)
+    layer = layer_cls(**kwargs, name="lora_layer")
     # "You must build the layer before accessing `kernel`." (as Keras'; on
     # PyTorch `torch.nn.Module.__getattr__` rewords it, as for Keras' own).
     with pytest.raises(AttributeError, match=r"kernel"):
         _ = layer.kernel
     with pytest.raises(
-        ValueError, match=r"Cannot enable lora on a layer that isn't yet built"
+        ValueError,
+        match=r"Cannot enable lora on a layer that isn't yet built\. Build "
+        r"it first.*\. Received: lora_layer\.built=False$",
     ):
         layer.enable_lora(2)
     layer.build(input_shape)
@@ -300,13 +302,17 @@ def test_lora_errors(layer_cls, kwargs, input_shape, keras_cls):
     assert not layer.lora_enabled and len(layer.weights) == 2
     layer.enable_lora(2)
     with pytest.raises(
-        ValueError, match=r"lora is already enabled\. This can only be done"
+        ValueError,
+        match=r"lora is already enabled\. This can only be done once per "
+        r"layer\. Received: rank=3, lora_layer\.lora_rank=2$",
     ):
-        layer.enable_lora(2)
+        layer.enable_lora(3)
     constrained = layer_cls(**kwargs, kernel_constraint="max_norm")
     constrained.build(input_shape)
     with pytest.raises(
-        ValueError, match=r"Lora is incompatible with kernel constraints"
+        ValueError,
+        match=r"Lora is incompatible with kernel constraints\. .*remove the "
+        r"`kernel_constraint` argument\. Received: kernel_constraint=MaxNorm$",
     ):
         constrained.enable_lora(2)
 
