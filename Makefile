@@ -24,8 +24,15 @@ STAMP := $(VENV)/.installed
 
 setup: $(STAMP)
 
+# torch's CPU wheel, alone (its dependencies come with the rest), from
+# the index requirements-cpu.txt names.
+TORCH_PIN := $(shell grep -E '^torch==' requirements-cpu.txt)
+TORCH_INDEX := $(shell sed -n 's/^\# torch index: //p' requirements-cpu.txt)
+
 $(STAMP): requirements-cpu.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --disable-pip-version-check --no-deps \
+	  --extra-index-url $(TORCH_INDEX) "$(TORCH_PIN)"
 	$(VENV)/bin/python -m pip install -q --disable-pip-version-check -r requirements-cpu.txt
 	$(VENV)/bin/python -m pip install -q --disable-pip-version-check -e ".[tuning,notebooks,test]"
 	touch $(STAMP)

@@ -14,8 +14,8 @@ PYTHON="${PYTHON:-python3}"
   || { cat "$work/build.log"; exit 1; }
 ls "$work/dist"/*.whl "$work/dist"/*.tar.gz > /dev/null
 keras_pin=$(grep -E '^keras==' requirements-cpu.txt)
-# Where requirements-cpu.txt finds torch's CPU wheel.
-index=$(grep -E '^--extra-index-url' requirements-cpu.txt)
+# The index of torch's CPU wheel, as requirements-cpu.txt names it.
+torch_index=$(sed -n 's/^# torch index: //p' requirements-cpu.txt)
 for backend in ${@:-jax torch}; do
   case "$backend" in
     jax) pin=$(grep -E '^jax\[cpu\]==' requirements-cpu.txt) ;;
@@ -24,9 +24,13 @@ for backend in ${@:-jax torch}; do
     *) echo "unknown backend: $backend"; exit 2 ;;
   esac
   "$PYTHON" -m venv "$work/venv-$backend"
-  # shellcheck disable=SC2086
-  "$work/venv-$backend/bin/python" -m pip install -q $index \
-    "$work"/dist/*.whl "$keras_pin" "$pin" 2>&1 | { grep -v "is ignored" || true; }
+  if [ "$backend" = torch ]; then
+    # Alone, so that no other package is looked up on torch's index.
+    "$work/venv-$backend/bin/python" -m pip install -q --no-deps \
+      --extra-index-url "$torch_index" "$pin" 2>&1 | { grep -v "is ignored" || true; }
+  fi
+  "$work/venv-$backend/bin/python" -m pip install -q "$work"/dist/*.whl \
+    "$keras_pin" "$pin" 2>&1 | { grep -v "is ignored" || true; }
   (cd "$work" && KERAS_BACKEND="$backend" \
     "$work/venv-$backend/bin/python" "$root/scripts/wheel_smoke.py")
 done
