@@ -14,6 +14,11 @@ import numbers
 import keras
 import numpy as np
 
+# The smallest `epsilon` the layers accept: `2**-84`, about 5.17e-26 (see
+# `epsilon`). From float32's largest exponent, 128: `epsilon**-1.5` stays
+# at most `2**126`.
+MIN_EPSILON = 2.0 ** -(2 * (np.finfo("float32").maxexp - 2) // 3)
+
 
 def _is_int(value):
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
@@ -148,11 +153,17 @@ def positive_float(value, name, allow_none=False):
 
 
 def epsilon(value, name="epsilon"):
-    """Returns `value` as a `float` if float32 holds it as a normal number.
+    """Returns `value` as a `float` if the layers stay finite with it.
 
-    The layers add `epsilon` to a squared norm computed in float32. A
-    smaller value is 0 or subnormal in float32 (which accelerators flush to
-    0), so at `x = 0` the layer would divide by 0.
+    The layers compute `1 / sqrt(s + epsilon)` in float32, `s` a squared
+    norm. At `x = 0` (`s = 0`) its derivative, `-epsilon**-1.5 / 2`, must
+    stay finite, else the gradient is `0 * inf = NaN` there. The largest
+    float32 is just under `2**128`, so `epsilon >= MIN_EPSILON = 2**-84`
+    (about 5.17e-26) keeps `epsilon**-1.5 <= 2**126`, a factor 4 below it
+    (the exact limit is about 2.05e-26). The value itself, `epsilon**-0.5`,
+    is then far from overflowing. (Under a float16 policy the input
+    gradient at `x = 0`, of the order of `epsilon**-0.5`, also needs
+    `epsilon` above about 1e-9 to fit in float16; that is not checked.)
 
     Args:
         value: the argument to check.
@@ -163,17 +174,17 @@ def epsilon(value, name="epsilon"):
 
     Raises:
         TypeError: if `value` is not a real number.
-        ValueError: if `value` is not finite, or smaller than the smallest
-            normal float32, `np.finfo("float32").tiny` (about 1.18e-38).
+        ValueError: if `value` is not finite, or smaller than
+            `MIN_EPSILON`.
     """
     value = positive_float(value, name)
-    tiny = float(np.finfo("float32").tiny)
-    if value < tiny:
+    if value < MIN_EPSILON:
         raise _invalid_value(
             name,
-            f"a finite float >= {tiny:.8g}, the smallest normal float32 "
-            "(smaller values are 0 or subnormal in float32, and the layer "
-            "would divide by 0 at x = 0)",
+            f"a finite float >= {MIN_EPSILON:.8g} (2**-84): below it the "
+            "gradient at x = 0 overflows float32 (the derivative of "
+            "1 / sqrt(|x|^2 + epsilon) there is -epsilon**-1.5 / 2) and "
+            "becomes NaN",
             value,
         )
     return value

@@ -69,16 +69,25 @@ def test_positive_float():
         _validation.positive_float(True, "eps")
 
 
-def test_epsilon_is_a_normal_float32():
-    tiny = float(np.finfo("float32").tiny)
-    assert _validation.epsilon(tiny) == tiny
+def test_epsilon_keeps_the_gradient_at_zero_finite():
+    smallest = _validation.MIN_EPSILON
+    assert smallest == 2.0**-84
+    # d/ds (s + eps)**-0.5 at s = 0 is -eps**-1.5 / 2: finite in float32
+    # at the bound, not at about 2.05e-26 below it.
+    with np.errstate(over="ignore"):
+        assert np.isfinite(np.float32(smallest) ** np.float32(-1.5))
+        assert not np.isfinite(np.float32(2e-26) ** np.float32(-1.5))
+    assert _validation.epsilon(smallest) == smallest
     assert _validation.epsilon(1e-3) == 1e-3
-    for value in (1e-50, tiny / 2, 1e-45):
+    tiny = float(np.finfo("float32").tiny)
+    just_below = float(np.nextafter(smallest, 0))
+    for value in (just_below, 2e-26, tiny, 1e-50, 1e-45):
         with pytest.raises(
             ValueError,
             match=r"Received an invalid value for argument `epsilon`\. "
-            r"Expected a finite float >= 1\.1754944e-38, the smallest normal "
-            r"float32 .*Received: epsilon=" + re.escape(repr(value)) + "$",
+            r"Expected a finite float >= 5\.1698788e-26 \(2\*\*-84\): below "
+            r"it the gradient at x = 0 overflows float32 .*Received: "
+            r"epsilon=" + re.escape(repr(value)) + "$",
         ):
             _validation.epsilon(value)
     with pytest.raises(ValueError, match=r"> 0\. Received: epsilon=0"):

@@ -14,6 +14,13 @@ from keras_affine_div import _validation
 from keras_affine_div import ops as affine_div_ops
 from keras_affine_div.layers import _base
 
+# The compute dtypes whose convolutions go through
+# `_scaled_divided_convolution`.
+_SIXTEEN_BIT_DTYPES = ("float16", "bfloat16")
+# The largest `|W_f| |P_p|` a 16-bit convolution is given: a power of two,
+# a factor 4 below float16's largest finite value, 65504.
+_SCALED_BOUND = 2.0**14
+
 
 class BaseDivergenceConv(_base.BaseDivergenceLayer):
     """A `rank`-D convolution whose output is divided by its patch norms.
@@ -26,6 +33,14 @@ class BaseDivergenceConv(_base.BaseDivergenceLayer):
     convolution, in float32, never an explicit extraction of patches. Zero
     padding contributes zeros, as it does to `W . P_p`; causal padding (1D)
     pads the input and the summed squares alike.
+
+    In float32 and float64 the layer convolves `x` and multiplies the result
+    by `1 / sqrt(|P_p|^2 + c)`. In float16 `W . P_p` itself can overflow
+    (65504) although the output, bounded by `|W|`, cannot; so with a 16-bit
+    compute dtype (float16, bfloat16) the layer convolves `x / s` instead,
+    `s` a power of two per sample, 1 unless `|W_f| |P_p| / s` could exceed
+    `2**14` for some filter and patch of the sample, and finishes in
+    float32 (`_scaled_divided_convolution`).
     """
 
     def __init__(
@@ -186,7 +201,58 @@ class BaseDivergenceConv(_base.BaseDivergenceLayer):
         per filter (each filter divided by the norm of its group's patch).
         """
         x = ops.cast(inputs, _base.statistics_dtype(self.compute_dtype))
-        sq_norms = affine_div_ops.patch_squared_norms(
+        scale = ops.rsqrt(self._patch_squared_norms(x) + offset)
+        return ops.cast(self._per_filter(scale), self.compute_dtype)
+
+    def _scaled_divided_convolution(self, inputs, offset, divide_bias):
+        """`W . P_p / sqrt(|P_p|^2 + offset)`, plus the bias, in 16 bits.
+
+        The bias is divided too if `divide_bias` (the affine-like layer),
+        else added after the division (the norm-like layer).
+
+        `|W_f . P_p| <= |W_f| |P_p|` (Cauchy-Schwarz, for every partial sum
+        too), so convolving `x / s` cannot overflow once
+        `s >= max_f |W_f| max_p |P_p| / 2**14`, a factor 4 below float16's
+        largest value. `s` is taken per sample, as the smallest such power
+        of two and at least 1: `x / s` and `* s` are then exact (barring
+        float16 subnormals), and a sample that could not overflow is
+        convolved exactly as in the plain path. The rest is done in
+        float32: `conv(x / s) * s / sqrt(|P_p|^2 + offset)` with the bias,
+        cast to the compute dtype once at the end. `s` carries no gradient:
+        the result does not depend on it.
+
+        Returns:
+            A tensor in the compute dtype, the shape of the convolution's
+            output.
+        """
+        x = ops.cast(inputs, "float32")
+        sq_norms = self._patch_squared_norms(x)
+        kernel = ops.cast(self.kernel, "float32")
+        kernel_sq_norm = ops.max(
+            ops.sum(ops.square(kernel), axis=tuple(range(self.rank + 1)))
+        )
+        sample_sq_norm = ops.max(
+            sq_norms, axis=tuple(range(1, self.rank + 2)), keepdims=True
+        )
+        excess = ops.sqrt(sample_sq_norm * kernel_sq_norm) / _SCALED_BOUND
+        s = ops.stop_gradient(
+            ops.power(2.0, ops.ceil(ops.log2(ops.maximum(excess, 1.0))))
+        )
+        outputs = self._convolution(ops.cast(x / s, self.compute_dtype))
+        outputs = ops.cast(outputs, "float32") * s
+        bias = None
+        if self.use_bias:
+            bias = ops.cast(self._broadcastable_bias(), "float32")
+        if bias is not None and divide_bias:
+            outputs = outputs + bias
+        outputs = outputs * self._per_filter(ops.rsqrt(sq_norms + offset))
+        if bias is not None and not divide_bias:
+            outputs = outputs + bias
+        return ops.cast(outputs, self.compute_dtype)
+
+    def _patch_squared_norms(self, x):
+        """`|P_p|^2` of `x`, in its dtype: one channel per group."""
+        return affine_div_ops.patch_squared_norms(
             x,
             self.kernel_size,
             strides=self.strides,
@@ -195,12 +261,14 @@ class BaseDivergenceConv(_base.BaseDivergenceLayer):
             dilation_rate=self.dilation_rate,
             groups=self.groups,
         )
-        scale = ops.rsqrt(sq_norms + offset)
-        if self.groups > 1:
-            scale = ops.repeat(
-                scale, self.filters // self.groups, axis=self._channel_axis
-            )
-        return ops.cast(scale, self.compute_dtype)
+
+    def _per_filter(self, per_group):
+        """A per-group tensor repeated to one channel per filter."""
+        if self.groups == 1:
+            return per_group
+        return ops.repeat(
+            per_group, self.filters // self.groups, axis=self._channel_axis
+        )
 
     def _broadcastable_bias(self):
         if self.data_format == "channels_last":
@@ -217,10 +285,15 @@ class BasePatchNormConv(BaseDivergenceConv):
         self.epsilon = epsilon
 
     def call(self, inputs):
-        outputs = self._convolution(inputs)
-        outputs = outputs * self._inverse_patch_norm(inputs, self.epsilon)
-        if self.use_bias:
-            outputs = outputs + self._broadcastable_bias()
+        if self.compute_dtype in _SIXTEEN_BIT_DTYPES:
+            outputs = self._scaled_divided_convolution(
+                inputs, self.epsilon, divide_bias=False
+            )
+        else:
+            outputs = self._convolution(inputs)
+            outputs = outputs * self._inverse_patch_norm(inputs, self.epsilon)
+            if self.use_bias:
+                outputs = outputs + self._broadcastable_bias()
         if self.activation is not None:
             outputs = self.activation(outputs)
         return outputs
@@ -235,10 +308,15 @@ class BaseAffineLikeConv(BaseDivergenceConv):
     """`phi((W . P_p + b) / sqrt(|P_p|^2 + 1))`: the affine-like conv."""
 
     def call(self, inputs):
-        outputs = self._convolution(inputs)
-        if self.use_bias:
-            outputs = outputs + self._broadcastable_bias()
-        outputs = outputs * self._inverse_patch_norm(inputs, 1.0)
+        if self.compute_dtype in _SIXTEEN_BIT_DTYPES:
+            outputs = self._scaled_divided_convolution(
+                inputs, 1.0, divide_bias=True
+            )
+        else:
+            outputs = self._convolution(inputs)
+            if self.use_bias:
+                outputs = outputs + self._broadcastable_bias()
+            outputs = outputs * self._inverse_patch_norm(inputs, 1.0)
         if self.activation is not None:
             outputs = self.activation(outputs)
         return outputs

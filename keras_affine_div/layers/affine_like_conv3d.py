@@ -25,6 +25,12 @@ class AffineLikeConv3D(_base_conv.BaseAffineLikeConv):
     whatever the dtype policy: no patches are ever extracted. Gradients flow
     through the norms.
 
+    Under a 16-bit compute dtype (`"mixed_float16"`, `"bfloat16"`, ...)
+    `kernel . P_p` can overflow float16 although `y_p` cannot: the layer
+    then convolves `x / s`, `s` a power of two per sample (1 unless that
+    product could come near float16's largest value), and multiplies back
+    and divides by the norm in float32, casting to the compute dtype once.
+
     Args:
         filters: Positive integer, the number of output filters.
         kernel_size: An integer or a tuple of 3 integers, the depth, height

@@ -30,9 +30,10 @@ class NormLikeDense(_base.BaseDivergenceDense):
     Args:
         units: Positive integer, dimensionality of the output space.
         epsilon: Positive float added to `|x|^2` before the square root,
-            at least the smallest normal float32, `np.finfo("float32").tiny`.
-            It is small next to `|x|^2` of any non-degenerate input (a sum,
-            not a mean, over the features). Defaults to `1e-3`.
+            at least `2**-84` (about 5.2e-26), below which the float32
+            gradient at `x = 0` overflows. It is small next to `|x|^2` of
+            any non-degenerate input (a sum, not a mean, over the
+            features). Defaults to `1e-3`.
         activation: Activation function to use. Defaults to `None` (no
             activation).
         use_bias: Boolean, whether the layer uses a bias vector. Defaults to

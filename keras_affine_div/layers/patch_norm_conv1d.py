@@ -25,6 +25,12 @@ class PatchNormConv1D(_base_conv.BasePatchNormConv):
     convolution itself, and no patches are ever extracted. Gradients flow
     through the norms.
 
+    Under a 16-bit compute dtype (`"mixed_float16"`, `"bfloat16"`, ...)
+    `kernel . P_p` can overflow float16 although `y_p` cannot: the layer
+    then convolves `x / s`, `s` a power of two per sample (1 unless that
+    product could come near float16's largest value), and multiplies back
+    and divides by the norm in float32, casting to the compute dtype once.
+
     With `padding="causal"` the input is zero-padded on the left by
     `dilation_rate * (kernel_size - 1)` steps, for the kernel and for the
     patch norms alike, so that output `t` depends on the inputs up to `t`
@@ -56,7 +62,8 @@ class PatchNormConv1D(_base_conv.BasePatchNormConv):
             `1`.
         epsilon: Positive float added to `|P_p|^2` before the square root,
             keeping value and gradient finite on all-zero patches; at least
-            the smallest normal float32, `np.finfo("float32").tiny`.
+            `2**-84` (about 5.2e-26), below which the float32 gradient at
+            an all-zero patch overflows.
             Defaults to `1e-3`.
         activation: Activation function to use. Defaults to `None` (no
             activation).

@@ -60,8 +60,14 @@ BAD_ARGUMENTS = {
         "underflowing_epsilon": (
             {"units": 4, "epsilon": 1e-50},
             ValueError,
-            r"Expected a finite float >= 1\.1754944e-38, the smallest normal "
-            r"float32.*Received: epsilon=1e-50",
+            r"Expected a finite float >= 5\.1698788e-26 \(2\*\*-84\): below "
+            r"it the gradient at x = 0 overflows float32.*Received: "
+            r"epsilon=1e-50",
+        ),
+        "nan_gradient_epsilon": (
+            {"units": 4, "epsilon": 2e-26},
+            ValueError,
+            r">= 5\.1698788e-26 \(2\*\*-84\).*Received: epsilon=2e-26$",
         ),
     },
     layers.PatchNormConv1D: {
@@ -83,7 +89,12 @@ BAD_ARGUMENTS = {
         "underflowing_epsilon": (
             {"filters": 4, "kernel_size": 3, "epsilon": 1e-50},
             ValueError,
-            r">= 1\.1754944e-38, the smallest normal float32.*epsilon=1e-50",
+            r">= 5\.1698788e-26 \(2\*\*-84\).*epsilon=1e-50",
+        ),
+        "nan_gradient_epsilon": (
+            {"filters": 4, "kernel_size": 3, "epsilon": 2e-26},
+            ValueError,
+            r">= 5\.1698788e-26 \(2\*\*-84\).*Received: epsilon=2e-26$",
         ),
         "unknown_padding": (
             {"filters": 4, "kernel_size": 3, "padding": "full"},
@@ -120,7 +131,12 @@ BAD_ARGUMENTS = {
         "underflowing_epsilon": (
             {"filters": 4, "kernel_size": 3, "epsilon": 1e-50},
             ValueError,
-            r">= 1\.1754944e-38, the smallest normal float32.*epsilon=1e-50",
+            r">= 5\.1698788e-26 \(2\*\*-84\).*epsilon=1e-50",
+        ),
+        "nan_gradient_epsilon": (
+            {"filters": 4, "kernel_size": 3, "epsilon": 2e-26},
+            ValueError,
+            r">= 5\.1698788e-26 \(2\*\*-84\).*Received: epsilon=2e-26$",
         ),
         "infinite_epsilon": (
             {"filters": 4, "kernel_size": 3, "epsilon": float("inf")},
@@ -177,7 +193,12 @@ BAD_ARGUMENTS = {
         "subnormal_epsilon": (
             {"filters": 4, "kernel_size": 2, "epsilon": 1e-40},
             ValueError,
-            r">= 1\.1754944e-38, the smallest normal float32.*epsilon=1e-40",
+            r">= 5\.1698788e-26 \(2\*\*-84\).*epsilon=1e-40",
+        ),
+        "nan_gradient_epsilon": (
+            {"filters": 4, "kernel_size": 2, "epsilon": 2e-26},
+            ValueError,
+            r">= 5\.1698788e-26 \(2\*\*-84\).*Received: epsilon=2e-26$",
         ),
     },
     layers.AffineLikeConv1D: {

@@ -50,6 +50,33 @@ def input_gradient(layer, x, seed=0):
     return grad
 
 
+def input_and_weight_gradients(layer, x, seed=0):
+    """Gradients of `<c, layer(x)>` w.r.t. `x` and each trainable weight.
+
+    As `input_gradient`, through the `stateless_call` of a model made of
+    `layer` alone (a layer's own `stateless_call` skips the autocasting of
+    its dtype policy), so that the weights are differentiated too.
+
+    Returns:
+        list: NumPy arrays, the input gradient first, then one per
+        trainable weight, in the order of `layer.trainable_variables`.
+    """
+    model = keras.Sequential([keras.Input(x.shape[1:]), layer])
+    c = np.random.default_rng(seed).standard_normal(
+        tuple(layer.compute_output_shape(x.shape))
+    )
+    c = keras.ops.convert_to_tensor(c.astype("float32"))
+    frozen = [v.value for v in model.non_trainable_variables]
+
+    def loss(inputs, *trainable):
+        out, _ = model.stateless_call(list(trainable), frozen, inputs)
+        return keras.ops.sum(keras.ops.cast(out, "float32") * c)
+
+    trainable = [v.value for v in model.trainable_variables]
+    _, grads = _backend.value_and_gradients(loss, [x, *trainable])
+    return grads
+
+
 KERAS_CONV = {
     1: keras.layers.Conv1D,
     2: keras.layers.Conv2D,

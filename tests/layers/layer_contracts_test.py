@@ -15,6 +15,7 @@ import keras
 import numpy as np
 import pytest
 
+from keras_affine_div import _validation
 from keras_affine_div import layers
 from tests import testing
 from tests.layers import bad_arguments
@@ -340,6 +341,57 @@ OVERFLOW = _by_class(
     },
 )
 
+# Large positive inputs with a positive kernel, so that every product
+# `kernel . P_p` (`x . kernel` for the dense layers) overflows float16
+# while every input value fits in it: (case name, constructor arguments,
+# input shape).
+PRODUCT_OVERFLOW = _by_class(
+    [("units16", {"units": 16}, (4, 256))],
+    {
+        1: [
+            (
+                "causal_k3",
+                {"filters": 4, "kernel_size": 3, "padding": "causal"},
+                (2, 10, 16),
+            ),
+            (
+                "valid_groups2",
+                {"filters": 4, "kernel_size": 3, "groups": 2},
+                (2, 10, 16),
+            ),
+        ],
+        2: [
+            (
+                "same_k3",
+                {"filters": 4, "kernel_size": 3, "padding": "same"},
+                (2, 6, 6, 16),
+            ),
+            (
+                "strides2_groups2",
+                {"filters": 4, "kernel_size": 3, "strides": 2, "groups": 2},
+                (2, 7, 7, 16),
+            ),
+            (
+                "channels_first_same",
+                {
+                    "filters": 4,
+                    "kernel_size": 3,
+                    "padding": "same",
+                    "data_format": "channels_first",
+                },
+                (2, 16, 6, 6),
+            ),
+        ],
+        3: [
+            (
+                "same_k2",
+                {"filters": 4, "kernel_size": 2, "padding": "same"},
+                (2, 3, 3, 3, 16),
+            ),
+        ],
+    },
+)
+
 # A 10-layer tanh stack at the default initialisation: (constructor
 # arguments, input shape).
 DEEP_STACK = _by_class(
@@ -356,6 +408,42 @@ DEEP_STACK = _by_class(
         ),
     },
 )
+
+
+def _product_overflow_cases():
+    for cls in CLASSES:
+        for name, kwargs, input_shape in PRODUCT_OVERFLOW[cls]:
+            yield pytest.param(
+                cls, kwargs, input_shape, id=f"{LAYERS[cls][0]}-{name}"
+            )
+
+
+def _reference(layer, kernel, bias):
+    """The NumPy reference of the built `layer`: `x -> output`, float64."""
+    if isinstance(layer, layers.AffineLikeDense):
+        return lambda x: reference.affine_like_dense(x, kernel, bias)
+    if isinstance(layer, layers.NormLikeDense):
+        return lambda x: reference.norm_like_dense(
+            x, kernel, bias, layer.epsilon
+        )
+    return common.conv_reference(layer, kernel, bias)
+
+
+def _products(layer, kernel, x):
+    """`x . kernel`, or `kernel . P_p` at every position, in float64."""
+    if layer.__class__ in DENSE_CLASSES:
+        return x.astype(np.float64) @ kernel
+    return reference.patch_conv(
+        x,
+        kernel,
+        None,
+        strides=layer.strides,
+        padding=layer.padding,
+        data_format=layer.data_format,
+        dilation_rate=layer.dilation_rate,
+        groups=layer.groups,
+        offset=None,
+    )
 
 
 def _conv_shape_cases():
@@ -448,6 +536,58 @@ class TestLayerContracts(testing.TestCase):
         np.testing.assert_allclose(y, testing.to_numpy(ref(x)), atol=atol)
         self.assertAllFinite(common.input_gradient(low, x), "float16 gradient")
 
+    @pytest.mark.parametrize(
+        "cls,kwargs,input_shape", list(_product_overflow_cases())
+    )
+    def test_huge_product_does_not_overflow_in_float16(
+        self, cls, kwargs, input_shape
+    ):
+        # The output is bounded by the kernel's norm, whatever `kernel .
+        # P_p`: the layer must not compute that product unscaled in
+        # float16 (a 16-bit convolution divides its input by a power of
+        # two first).
+        common.skip_unless_supported(kwargs, rank=len(input_shape) - 2)
+        rng = np.random.default_rng(5)
+        x = rng.uniform(1e4, 3e4, input_shape).astype("float32")
+        layer = cls(**kwargs, dtype="mixed_float16")
+        layer.build(x.shape)
+        kernel = np.abs(rng.standard_normal(tuple(layer.kernel.shape)))
+        kernel = kernel.astype("float32")
+        bias = rng.standard_normal(tuple(layer.bias.shape)).astype("float32")
+        layer.kernel.assign(kernel)
+        layer.bias.assign(bias)
+        products = _products(layer, kernel, x)
+        self.assertTrue(
+            np.all(np.abs(products) > FLOAT16_MAX),
+            f"Smallest product {np.min(np.abs(products))}",
+        )
+        expected = _reference(layer, kernel, bias)(x)
+        y = testing.to_numpy(keras.ops.cast(layer(x), "float32"))
+        self.assertAllFinite(y, "float16 output")
+        scale = np.max(np.abs(expected))
+        np.testing.assert_allclose(y, expected, rtol=0, atol=4e-3 * scale)
+        # The gradients stay finite; those of the input and the kernel
+        # close to float32's. (The dense layers' bias gradient is only
+        # finite: it is scaled by `1 / |x|`, below float16's normal range.)
+        ref = cls(**kwargs)
+        ref.build(x.shape)
+        ref.kernel.assign(kernel)
+        ref.bias.assign(bias)
+        grads = common.input_and_weight_gradients(layer, x)
+        ref_grads = common.input_and_weight_gradients(ref, x)
+        for grad, ref_grad, name in zip(
+            grads, ref_grads, ["input", "kernel", "bias"]
+        ):
+            self.assertAllFinite(grad, f"float16 gradient of the {name}")
+            if name != "bias":
+                np.testing.assert_allclose(
+                    grad,
+                    ref_grad,
+                    rtol=0,
+                    atol=5e-3 * np.max(np.abs(ref_grad)),
+                    err_msg=f"float16 gradient of the {name}",
+                )
+
     @pytest.mark.parametrize("cls", CLASSES, ids=CLASS_IDS)
     def test_default_initialisation_keeps_deep_stack_at_unit_scale(self, cls):
         kwargs, input_shape = DEEP_STACK[cls]
@@ -481,19 +621,31 @@ class TestLayerContracts(testing.TestCase):
             with pytest.raises(ValueError, match=match):
                 layer.build(input_shape)
 
+    @pytest.mark.parametrize("policy", ["float32", "mixed_float16"])
     @pytest.mark.parametrize(
         "cls", EPSILON_CLASSES, ids=[LAYERS[cls][0] for cls in EPSILON_CLASSES]
     )
-    def test_smallest_epsilon_gives_finite_output_at_zero(self, cls):
-        # A smaller epsilon is rejected: it would be 0 (or flushed to 0) in
-        # float32, and the output at x = 0 would be 0 / 0. (The gradient
-        # at x = 0 needs a larger epsilon: `rsqrt`'s derivative
-        # `epsilon**-1.5 / 2` overflows float32 below about 1e-26.)
-        tiny = float(np.finfo("float32").tiny)
-        kwargs, input_shape, _, _ = ZERO_INPUT[cls]
-        layer = cls(**{**kwargs, "epsilon": tiny})
+    def test_smallest_epsilon_gives_finite_output_and_gradient_at_zero(
+        self, cls, policy
+    ):
+        # A smaller epsilon is rejected: the derivative of `rsqrt` at
+        # x = 0, `-epsilon**-1.5 / 2`, would overflow float32 and the
+        # gradient would be `0 * inf = NaN`. Under float16 the gradient at
+        # zero, about `epsilon**-0.5`, cannot be held whatever the layer
+        # does; the output can.
+        kwargs, input_shape, output_shape, _ = ZERO_INPUT[cls]
+        layer = cls(
+            **kwargs,
+            epsilon=_validation.MIN_EPSILON,
+            bias_initializer="ones",
+            dtype=policy,
+        )
         x = np.zeros(input_shape, "float32")
-        self.assertAllFinite(testing.to_numpy(layer(x)), "Output at zero")
+        y = testing.to_numpy(keras.ops.cast(layer(x), "float32"))
+        np.testing.assert_array_equal(y, np.ones(output_shape))
+        if policy == "float32":
+            grad = common.input_gradient(layer, x)
+            self.assertAllFinite(grad, "Input gradient at zero")
 
     @pytest.mark.parametrize("cls", CLASSES, ids=CLASS_IDS)
     def test_docstring_documents_every_argument(self, cls):
