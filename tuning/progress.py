@@ -9,12 +9,14 @@ being searched (trials in `search_progress.csv`), or not started; then
 the cells' wall time so far (`cells.csv`: search plus seed reruns) and a
 rough estimate of what is left: the cells not done times the mean wall
 time of the done cells, which under-counts where the cells left are
-bigger (deeper, wider) than the done ones. Trains nothing and
-needs no data: it is how a long study, run over several sittings, says
-where it stands.
+bigger (deeper, wider) than the done ones; and the sets of cells set
+aside by `tuning.supersede`, which count as not started until they are
+rerun. Trains nothing and needs no data: it is how a long study, run over
+several sittings, says where it stands.
 """
 
 import argparse
+import glob
 import math
 import os
 import sys
@@ -26,6 +28,7 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 from tuning import records  # noqa: E402
 from tuning import schema  # noqa: E402
 from tuning import study as study_module  # noqa: E402
+from tuning import supersede  # noqa: E402
 
 DONE = "done"
 NOT_STARTED = "-"
@@ -58,7 +61,13 @@ def main(argv=None):
         print(f"error: {e}", file=sys.stderr)
         return 2
     out_dir = os.path.join(args.results_dir, study.results_name)
-    sys.stdout.write(render(study, progress(study, out_dir, args.seeds)))
+    sys.stdout.write(
+        render(
+            study,
+            progress(study, out_dir, args.seeds),
+            set_aside=set_aside(out_dir),
+        )
+    )
     return 0
 
 
@@ -135,8 +144,43 @@ def progress(study, out_dir, seeds=None):
     return result
 
 
-def render(study, cells):
-    """`progress`'s cells as text: a headline, a table and the time."""
+def set_aside(out_dir):
+    """The sets of cells set aside in a results folder by `tuning.supersede`.
+
+    Args:
+        out_dir: str, the study's results folder (it may not exist).
+
+    Returns:
+        list of dicts, one per `superseded/<name>/superseded.json`, sorted
+        by name: `name`, `arms` (list of str), `cells` (int, the rows of
+        `cells.csv` set aside), `superseded_at` and `reason` (str).
+    """
+    sets = []
+    pattern = os.path.join(
+        out_dir, supersede.SUPERSEDED_DIR, "*", supersede.SUPERSEDED_JSON
+    )
+    for path in sorted(glob.glob(pattern)):
+        record = records.read_json(path)
+        sets.append(
+            {
+                "name": os.path.basename(os.path.dirname(path)),
+                "arms": list(record.get("arms") or []),
+                "cells": int(
+                    (record.get("rows") or {}).get(schema.CELLS_CSV, 0)
+                ),
+                "superseded_at": record.get("superseded_at", ""),
+                "reason": record.get("reason", ""),
+            }
+        )
+    return sets
+
+
+def render(study, cells, set_aside=()):
+    """`progress`'s cells as text: a headline, a table and the time.
+
+    `set_aside`, `set_aside()`'s list, adds a line per set of cells set
+    aside.
+    """
     conditions = list(dict.fromkeys(c["condition"] for c in cells))
     done = [c for c in cells if c["state"] == DONE]
     searched = [c for c in cells if c["state"] == "searched"]
@@ -172,6 +216,14 @@ def render(study, cells):
         )
     elif not left:
         lines.append("Every cell is done.")
+    for entry in set_aside:
+        lines.append(
+            f"Set aside as '{entry['name']}' ({entry['superseded_at']}): "
+            f"{entry['cells']} cell{'' if entry['cells'] == 1 else 's'} of "
+            f"{', '.join(entry['arms'])}, in "
+            f"{supersede.SUPERSEDED_DIR}/{entry['name']}/; "
+            f"reason: {entry['reason']}"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -6,6 +6,7 @@ import pytest
 from keras_affine_div import _provenance
 from tuning import progress
 from tuning import study as study_module
+from tuning import supersede
 
 SMOKE = _provenance.REPO_ROOT / "tuning" / "results" / "smoke"
 
@@ -200,6 +201,45 @@ def test_committed_smoke_results_are_done(tmp_path, capsys):
     assert text.startswith("smoke: 2 of 2 cells done")
     assert "| (no grid) | done | done |" in text
     assert "Every cell is done." in text
+
+
+def test_cells_set_aside_count_as_not_started_and_are_named(tmp_path, capsys):
+    shutil.copytree(SMOKE, tmp_path / "smoke")
+    arms = study_module.load_study("smoke").arms
+    assert (
+        supersede.main(
+            [
+                "smoke",
+                "--arms",
+                arms[-1],
+                "--as",
+                "old-code",
+                "--reason",
+                "made before a fix",
+                "--results-dir",
+                str(tmp_path),
+                "--runs-dir",
+                str(tmp_path / "runs"),
+            ]
+        )
+        == 0
+    )
+    capsys.readouterr()
+    aside = progress.set_aside(str(tmp_path / "smoke"))
+    assert [(s["name"], s["arms"], s["cells"]) for s in aside] == [
+        ("old-code", [arms[-1]], 1)
+    ]
+    assert aside[0]["reason"] == "made before a fix"
+    assert progress.main(["smoke", "--results-dir", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("smoke: 1 of 2 cells done, 0 searched with seeds")
+    assert "1 not started." in text.splitlines()[0]
+    assert (
+        f"1 cell of {arms[-1]}, in superseded/old-code/; reason: made "
+        "before a fix"
+    ) in text
+    # Nothing set aside: no such line.
+    assert progress.set_aside(str(tmp_path / "nowhere")) == []
 
 
 def test_no_results_folder_and_bad_input(tmp_path, capsys):
