@@ -136,6 +136,25 @@ def sweep_env(tmp_path, **extra):
     return env
 
 
+def sweep_args(study, data_dir, root, *extra):
+    """The runner's arguments for `study` on the image folder `data_dir`.
+
+    Results go to `root/results` and KerasTuner's projects to `root/runs`;
+    `extra` (more flags and their values) follows.
+    """
+    root = pathlib.Path(root)
+    return (
+        study,
+        "--data-dir",
+        data_dir,
+        "--results-dir",
+        root / "results",
+        "--runs-dir",
+        root / "runs",
+        *extra,
+    )
+
+
 def sweep_command(*args):
     return [sys.executable, "-m", "tuning.sweep", *map(str, args)]
 

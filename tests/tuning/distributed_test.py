@@ -70,16 +70,8 @@ def test_chief_and_two_workers_survive_a_killed_worker(tmp_path):
     study = common.write_study(
         tmp_path / "tiny.toml", max_trials=3, epochs=2, tuner="bracket"
     )
-    args = (
-        study,
-        "--data-dir",
-        data_dir,
-        "--results-dir",
-        tmp_path / "results",
-        "--runs-dir",
-        tmp_path / "runs",
-        "--worker-timeout",
-        "20",
+    args = common.sweep_args(
+        study, data_dir, tmp_path, "--worker-timeout", "20"
     )
     port = _free_port_pair()
     logs = {

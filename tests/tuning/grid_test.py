@@ -18,17 +18,7 @@ def test_grid_study_end_to_end_and_rerun(tmp_path, capsys):
     study = common.write_study(
         tmp_path / "tiny.toml", max_trials=1, grid="width = [4, 8]"
     )
-    args = (
-        study,
-        "--data-dir",
-        data_dir,
-        "--results-dir",
-        tmp_path / "results",
-        "--runs-dir",
-        tmp_path / "runs",
-        "--seeds",
-        "1",
-    )
+    args = common.sweep_args(study, data_dir, tmp_path, "--seeds", "1")
     proc = common.run_sweep(tmp_path, *args)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = tmp_path / "results" / "tiny"

@@ -21,15 +21,7 @@ def _rows(folder):
 def test_superseded_arms_run_again_and_the_others_stay(tmp_path, capsys):
     data_dir = common.write_image_folder(tmp_path / "cifar10")
     study = common.write_study(tmp_path / "tiny.toml")
-    args = (
-        study,
-        "--data-dir",
-        data_dir,
-        "--results-dir",
-        tmp_path / "results",
-        "--runs-dir",
-        tmp_path / "runs",
-    )
+    args = common.sweep_args(study, data_dir, tmp_path)
     first = common.run_sweep(tmp_path, *args)
     assert first.returncode == 0, first.stdout + first.stderr
     out = tmp_path / "results" / "tiny"

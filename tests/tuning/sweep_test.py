@@ -28,15 +28,7 @@ def finished(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("sweep")
     data_dir = common.write_image_folder(tmp / "cifar10")
     study = common.write_study(tmp / "tiny.toml")
-    args = (
-        study,
-        "--data-dir",
-        data_dir,
-        "--results-dir",
-        tmp / "results",
-        "--runs-dir",
-        tmp / "runs",
-    )
+    args = common.sweep_args(study, data_dir, tmp)
     proc = common.run_sweep(tmp, *args)
     return tmp, args, proc
 
@@ -158,15 +150,7 @@ def test_killed_runs_resume_without_redoing_work(tmp_path):
     study = common.write_study(
         tmp_path / "tiny.toml", max_trials=3, epochs=2, tuner="bracket"
     )
-    args = (
-        study,
-        "--data-dir",
-        data_dir,
-        "--results-dir",
-        tmp_path / "results",
-        "--runs-dir",
-        tmp_path / "runs",
-    )
+    args = common.sweep_args(study, data_dir, tmp_path)
     out = tmp_path / "results" / "tiny"
 
     # Killed during the first cell's search, after its first trial.
@@ -231,15 +215,7 @@ def test_a_search_whose_project_is_lost_resumes_from_the_results(tmp_path):
     study = common.write_study(
         tmp_path / "tiny.toml", max_trials=3, epochs=2, tuner="bracket"
     )
-    args = (
-        study,
-        "--data-dir",
-        data_dir,
-        "--results-dir",
-        tmp_path / "results",
-        "--runs-dir",
-        tmp_path / "runs",
-    )
+    args = common.sweep_args(study, data_dir, tmp_path)
     out = tmp_path / "results" / "tiny"
 
     # Killed during the first cell's search, after its first trial, which
@@ -302,17 +278,7 @@ def test_more_trials_reopen_a_search_without_retraining_it(tmp_path):
     study = common.write_study(
         tmp_path / "tiny.toml", max_trials=3, epochs=2, tuner="bracket"
     )
-    args = (
-        study,
-        "--data-dir",
-        data_dir,
-        "--results-dir",
-        tmp_path / "results",
-        "--runs-dir",
-        tmp_path / "runs",
-        "--seeds",
-        "1",
-    )
+    args = common.sweep_args(study, data_dir, tmp_path, "--seeds", "1")
     out = tmp_path / "results" / "tiny"
     first = common.run_sweep(tmp_path, *args, "--max-trials", "2")
     assert first.returncode == 0, first.stdout + first.stderr
@@ -652,18 +618,8 @@ def test_a_second_runner_is_refused_and_a_stale_lock_taken_over(
     data_dir = common.write_image_folder(tmp_path / "cifar10")
     runs = tmp_path / "runs" / "tiny"
     (runs / "keep").mkdir(parents=True)
-    argv = (
-        study,
-        "--data-dir",
-        data_dir,
-        "--results-dir",
-        tmp_path / "results",
-        "--runs-dir",
-        tmp_path / "runs",
-        "--max-trials",
-        "1",
-        "--seeds",
-        "1",
+    argv = common.sweep_args(
+        study, data_dir, tmp_path, "--max-trials", "1", "--seeds", "1"
     )
     holder = _hold_lock(runs)
     try:
