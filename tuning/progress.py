@@ -153,7 +153,8 @@ def set_aside(out_dir):
     Returns:
         list of dicts, one per `superseded/<name>/superseded.json`, sorted
         by name: `name`, `arms` (list of str), `cells` (int, the rows of
-        `cells.csv` set aside), `superseded_at` and `reason` (str).
+        `cells.csv` set aside), `runs` (int, the rows of `trials.csv`),
+        `superseded_at` and `reason` (str).
     """
     sets = []
     pattern = os.path.join(
@@ -167,6 +168,9 @@ def set_aside(out_dir):
                 "arms": list(record.get("arms") or []),
                 "cells": int(
                     (record.get("rows") or {}).get(schema.CELLS_CSV, 0)
+                ),
+                "runs": int(
+                    (record.get("rows") or {}).get(schema.TRIALS_CSV, 0)
                 ),
                 "superseded_at": record.get("superseded_at", ""),
                 "reason": record.get("reason", ""),
@@ -217,9 +221,13 @@ def render(study, cells, set_aside=()):
     elif not left:
         lines.append("Every cell is done.")
     for entry in set_aside:
+        # A reopened search's old seeds are set aside without their cell.
+        count, unit = entry["cells"], "cell"
+        if not count and entry.get("runs"):
+            count, unit = entry["runs"], "seed run"
         lines.append(
             f"Set aside as '{entry['name']}' ({entry['superseded_at']}): "
-            f"{entry['cells']} cell{'' if entry['cells'] == 1 else 's'} of "
+            f"{count} {unit}{'' if count == 1 else 's'} of "
             f"{', '.join(entry['arms'])}, in "
             f"{supersede.SUPERSEDED_DIR}/{entry['name']}/; "
             f"reason: {entry['reason']}"

@@ -247,6 +247,7 @@ def _seeds(state, study, condition, c, i, arm, data, options, start):
     hp_values = schema.hyperparameters(chosen)
     cell = state.cells[condition.name, arm]
     n = study.fixed["seeds"]
+    state.reconcile_seeds(condition, arm, chosen, label)
     t0 = time.perf_counter()
     trained = False
     # `cells.csv` counts a cell's seed time when its seeds end; seeds that
@@ -301,6 +302,14 @@ def _seeds(state, study, condition, c, i, arm, data, options, start):
         state.record_seeds(
             condition, arm, n, time.perf_counter() - t0 + earlier
         )
+    elif earlier and not cell.get("seeds") and all(
+        (condition.name, arm, str(seed)) in state.runs for seed in range(n)
+    ):
+        # Every seed was done, but the cell's row lost its count (a search
+        # reopened by a runner before `record_search` kept it): count them
+        # again from their own rows.
+        state.changed = True
+        state.record_seeds(condition, arm, n, earlier)
 
 
 class _State:
@@ -446,6 +455,17 @@ class _State:
             r["bracketed"] = str(b["bracketed"])
         previous = self.cells.get((condition.name, arm), {})
         wall = wall_time + float(previous.get("search_wall_time_s") or 0.0)
+        # A reopened search that keeps its choice keeps the seeds retrained
+        # from it; one that changes it leaves them to `reconcile_seeds`.
+        kept = {}
+        if previous.get("chosen_trial_id") and int(
+            previous["chosen_trial_id"]
+        ) == int(chosen["trial_id"]):
+            kept = {
+                k: previous[k]
+                for k in ("seeds", "seeds_wall_time_s")
+                if previous.get(k)
+            }
         self.cells[condition.name, arm] = {
             k: _cell(v)
             for k, v in {
@@ -457,6 +477,7 @@ class _State:
                 schema.LEARNING_RATE: chosen[schema.LEARNING_RATE],
                 **b,
                 "search_wall_time_s": wall,
+                **kept,
                 "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "git_commit": git[0],
                 "git_dirty": git[1],
@@ -512,6 +533,135 @@ class _State:
                 condition,
             ).items()
         }
+        self._write_runs()
+
+    def reconcile_seeds(self, condition, arm, chosen, label):
+        """Makes a cell's recorded seeds agree with its search's choice.
+
+        A search reopened with more trials (`reopen`) may choose another
+        trial than the one the cell's seeds were retrained from: those
+        seeds no longer measure the cell, so their `trials.csv` and
+        `curves.csv` rows are set aside in
+        `superseded/reopened-<condition>-<arm>/` (with a
+        `superseded.json`, as `tuning.supersede` writes) and the seeds run
+        again. Seeds of an unchanged choice stay; their copies of the
+        search's outcome (trial count, bracket) are brought up to date.
+        """
+        name = condition.name
+        rows = [
+            r
+            for (c, a, _), r in self.runs.items()
+            if (c, a) == (name, arm)
+        ]
+        stale = [
+            r
+            for r in rows
+            if r.get("search_trial_id")
+            and int(r["search_trial_id"]) != int(chosen["trial_id"])
+        ]
+        if stale:
+            where = self._set_aside_seeds(condition, arm, chosen, stale)
+            log(
+                f"{label}: the reopened search chose trial "
+                f"{chosen['trial_id']} (learning_rate "
+                f"{float(chosen[schema.LEARNING_RATE]):.3g}), not trial "
+                f"{stale[0]['search_trial_id']} (learning_rate "
+                f"{float(stale[0][schema.LEARNING_RATE]):.3g}) that its "
+                f"{len(stale)} recorded seed(s) were retrained from: they "
+                f"are set aside in {where} and retrained"
+            )
+        cell = self.cells[name, arm]
+        current = {
+            "search_val_accuracy": chosen[schema.OBJECTIVE],
+            "search_trials": cell["search_trials"],
+            **{k: cell[k] for k in schema.BRACKET_COLUMNS},
+        }
+        outdated = [
+            r
+            for r in rows
+            if r not in stale
+            and any(r.get(k) != v for k, v in current.items())
+        ]
+        for r in outdated:
+            r.update(current)
+        if outdated:
+            self.changed = True
+            self._write_runs()
+
+    def _set_aside_seeds(self, condition, arm, chosen, stale):
+        from tuning import supersede
+
+        name = condition.name
+        keys = {(name, arm, r["seed"]) for r in stale}
+        curves = [r for k, r in self.curves.items() if k[:3] in keys]
+        base = os.path.join(
+            self.out_dir,
+            supersede.SUPERSEDED_DIR,
+            "reopened-" + "-".join(p for p in (name, arm) if p),
+        )
+        dest, n = base, 1
+        while os.path.exists(dest):
+            n += 1
+            dest = f"{base}-{n}"
+        os.makedirs(dest)
+        # First the copies, then the originals: killed halfway, nothing is
+        # lost (and the seeds, still in `trials.csv`, are set aside again).
+        records.write_csv(
+            os.path.join(dest, schema.TRIALS_CSV),
+            schema.run_columns(self.study),
+            stale,
+        )
+        records.write_csv(
+            os.path.join(dest, schema.CURVES_CSV),
+            schema.curve_columns(self.study),
+            curves,
+        )
+        old = stale[0]
+        commit, dirty = _provenance.git_state()
+        records.write_json(
+            os.path.join(dest, supersede.SUPERSEDED_JSON),
+            {
+                "study": self.study.results_name,
+                "arms": [arm],
+                "condition": name,
+                "reason": (
+                    f"The search was reopened with max_trials "
+                    f"{self.study.search['max_trials']} and chose trial "
+                    f"{chosen['trial_id']} (learning_rate "
+                    f"{chosen[schema.LEARNING_RATE]}), not trial "
+                    f"{old['search_trial_id']} (learning_rate "
+                    f"{old[schema.LEARNING_RATE]}) that these seeds were "
+                    "retrained from; the seeds run again at the new choice."
+                ),
+                "superseded_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "git_commit": commit,
+                "git_dirty": dirty,
+                "command": "",
+                "rows": {
+                    schema.TRIALS_CSV: len(stale),
+                    schema.CURVES_CSV: len(curves),
+                },
+                "study_wide_files": [],
+            },
+        )
+        for key in keys:
+            self.runs.pop(key)
+        for key in [k for k in self.curves if k[:3] in keys]:
+            self.curves.pop(key)
+        records.write_csv(
+            self._path(schema.CURVES_CSV),
+            schema.curve_columns(self.study),
+            self.curves.values(),
+        )
+        self._write_runs()
+        cell = self.cells[name, arm]
+        for k in ("seeds", "seeds_wall_time_s"):
+            cell.pop(k, None)
+        self._write_cells()
+        self.changed = True
+        return os.path.relpath(dest, self.out_dir)
+
+    def _write_runs(self):
         records.write_csv(
             self._path(schema.TRIALS_CSV),
             schema.run_columns(self.study),

@@ -14,6 +14,7 @@ import pytest
 from tests.tuning import common
 from tuning import lock
 from tuning import patches
+from tuning import progress
 from tuning import records
 from tuning import study as study_module
 from tuning import sweep
@@ -283,6 +284,7 @@ def test_more_trials_reopen_a_search_without_retraining_it(tmp_path):
     first = common.run_sweep(tmp_path, *args, "--max-trials", "2")
     assert first.returncode == 0, first.stdout + first.stderr
     before = records.read_csv(out / "search_trials.csv")
+    before_runs = records.read_csv(out / "trials.csv")
     cells = {c["arm"]: c for c in records.read_csv(out / "cells.csv")}
     assert {c["bracketed"] for c in cells.values()} == {"False"}
     # On a fresh machine, with one more trial allowed: each cell's two
@@ -308,6 +310,100 @@ def test_more_trials_reopen_a_search_without_retraining_it(tmp_path):
     for c in records.read_csv(out / "cells.csv"):
         first_time = float(cells[c["arm"]]["search_wall_time_s"])
         assert first_time < float(c["search_wall_time_s"]) < first_time + 300
+    # Each cell's seed counts as done, and its row names the reopened
+    # search's outcome; a seed of an unchanged choice was not retrained.
+    runs = {r["arm"]: r for r in records.read_csv(out / "trials.csv")}
+    old_runs = {r["arm"]: r for r in before_runs}
+    for c in records.read_csv(out / "cells.csv"):
+        arm = c["arm"]
+        assert c["seeds"] == "1"
+        assert runs[arm]["search_trial_id"] == c["chosen_trial_id"]
+        for name in ("search_trials", "bracketed", "lr_below_factor"):
+            assert runs[arm][name] == c[name], name
+        if c["chosen_trial_id"] == cells[arm]["chosen_trial_id"]:
+            assert f"{arm} seed 1/1: already done" in final.stdout
+            assert runs[arm]["test_accuracy"] == old_runs[arm]["test_accuracy"]
+            assert c["seeds_wall_time_s"] == cells[arm]["seeds_wall_time_s"]
+
+
+@pytest.mark.requires_backend("torch")
+def test_a_reopened_search_that_changes_its_choice_retrains_its_seeds(
+    tmp_path,
+):
+    data_dir = common.write_image_folder(tmp_path / "cifar10")
+    study = common.write_study(
+        tmp_path / "tiny.toml", max_trials=3, epochs=2, tuner="bracket"
+    )
+    args = common.sweep_args(study, data_dir, tmp_path, "--seeds", "2")
+    out = tmp_path / "results" / "tiny"
+    first = common.run_sweep(tmp_path, *args, "--max-trials", "2")
+    assert first.returncode == 0, first.stdout + first.stderr
+    cells = {c["arm"]: c for c in records.read_csv(out / "cells.csv")}
+    old_runs = records.read_csv(out / "trials.csv")
+    old_curves = records.read_csv(out / "curves.csv")
+    # Make each cell's other trial the best (a trained one), as a reopened
+    # search finds a better rate: a fresh machine replays the recorded
+    # trials.
+    search = records.read_csv(out / "search_trials.csv")
+    other = {}
+    for r in search:
+        if r["trial_id"] != cells[r["arm"]]["chosen_trial_id"]:
+            r.update(val_accuracy="0.999", diverged="False")
+            r.update(loss="1.0", val_loss="1.0")
+            other[r["arm"]] = r
+    assert set(other) == set(ARMS)
+    records.write_csv(str(out / "search_trials.csv"), list(search[0]), search)
+    shutil.rmtree(tmp_path / "runs")
+
+    final = common.run_sweep(tmp_path, *args, "--max-trials", "3")
+    assert final.returncode == 0, final.stdout + final.stderr
+    runs = records.read_csv(out / "trials.csv")
+    curves = records.read_csv(out / "curves.csv")
+    summary = json.loads((out / "summary.json").read_text())
+    for arm in ARMS:
+        new = other[arm]
+        cell = next(
+            c for c in records.read_csv(out / "cells.csv") if c["arm"] == arm
+        )
+        assert cell["chosen_trial_id"] == new["trial_id"]
+        assert cell["seeds"] == "2"
+        assert float(cell["seeds_wall_time_s"]) > 0
+        # Both seeds retrained from the new choice.
+        mine = [r for r in runs if r["arm"] == arm]
+        assert [r["seed"] for r in mine] == ["0", "1"]
+        for r in mine:
+            assert r["search_trial_id"] == new["trial_id"]
+            assert r["learning_rate"] == new["learning_rate"]
+            assert r["search_val_accuracy"] == "0.999"
+            assert r["search_trials"] == cell["search_trials"]
+        assert f"{arm} seed 1/2: test_accuracy" in final.stdout
+        assert len([r for r in curves if r["arm"] == arm]) == 2 * 2
+        assert summary["arms"][arm]["best_search_trial"] == new["trial_id"]
+        # The old seeds are set aside, whole, with the reason.
+        aside = out / "superseded" / f"reopened-{arm}"
+        assert f"set aside in superseded/reopened-{arm} and retrained" in (
+            final.stdout
+        )
+        kept = records.read_csv(aside / "trials.csv")
+        assert kept == [r for r in old_runs if r["arm"] == arm]
+        assert records.read_csv(aside / "curves.csv") == [
+            r for r in old_curves if r["arm"] == arm
+        ]
+        record = json.loads((aside / "superseded.json").read_text())
+        assert record["arms"] == [arm]
+        assert record["rows"] == {"trials.csv": 2, "curves.csv": 4}
+        assert f"chose trial {new['trial_id']}" in record["reason"]
+    entries = progress.set_aside(str(out))
+    assert [(e["name"], e["cells"], e["runs"]) for e in entries] == [
+        (f"reopened-{arm}", 0, 2) for arm in sorted(ARMS)
+    ]
+    # Run again: nothing is retrained or set aside.
+    again = common.run_sweep(tmp_path, *args, "--max-trials", "3")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "seed 1/2: test_accuracy" not in again.stdout
+    assert "set aside" not in again.stdout
+    assert records.read_csv(out / "trials.csv") == runs
+    assert len(list((out / "superseded").iterdir())) == len(ARMS)
 
 
 def _run_until(tmp_path, args, line_part, timeout=300):
