@@ -302,8 +302,12 @@ def _seeds(state, study, condition, c, i, arm, data, options, start):
         state.record_seeds(
             condition, arm, n, time.perf_counter() - t0 + earlier
         )
-    elif earlier and not cell.get("seeds") and all(
-        (condition.name, arm, str(seed)) in state.runs for seed in range(n)
+    elif (
+        earlier
+        and not cell.get("seeds")
+        and all(
+            (condition.name, arm, str(seed)) in state.runs for seed in range(n)
+        )
     ):
         # Every seed was done, but the cell's row lost its count (a search
         # reopened by a runner before `record_search` kept it): count them
@@ -458,9 +462,9 @@ class _State:
         # A reopened search that keeps its choice keeps the seeds retrained
         # from it; one that changes it leaves them to `reconcile_seeds`.
         kept = {}
-        if previous.get("chosen_trial_id") and int(
-            previous["chosen_trial_id"]
-        ) == int(chosen["trial_id"]):
+        if previous.get("chosen_trial_id") and _same_trial(
+            previous["chosen_trial_id"], chosen["trial_id"]
+        ):
             kept = {
                 k: previous[k]
                 for k in ("seeds", "seeds_wall_time_s")
@@ -549,15 +553,13 @@ class _State:
         """
         name = condition.name
         rows = [
-            r
-            for (c, a, _), r in self.runs.items()
-            if (c, a) == (name, arm)
+            r for (c, a, _), r in self.runs.items() if (c, a) == (name, arm)
         ]
         stale = [
             r
             for r in rows
             if r.get("search_trial_id")
-            and int(r["search_trial_id"]) != int(chosen["trial_id"])
+            and not _same_trial(r["search_trial_id"], chosen["trial_id"])
         ]
         if stale:
             where = self._set_aside_seeds(condition, arm, chosen, stale)
@@ -579,8 +581,7 @@ class _State:
         outdated = [
             r
             for r in rows
-            if r not in stale
-            and any(r.get(k) != v for k, v in current.items())
+            if r not in stale and any(r.get(k) != v for k, v in current.items())
         ]
         for r in outdated:
             r.update(current)
@@ -919,6 +920,15 @@ def _tensorboard_dir(options, study):
     if not options.tensorboard:
         return None
     return os.path.join(options.tensorboard, study.results_name)
+
+
+def _same_trial(a, b):
+    """Whether two trial IDs name one trial: `"07"` is `"7"` (the padding
+    of KerasTuner's counters depends on `max_trials`)."""
+    a, b = str(a).strip(), str(b).strip()
+    if a.isdigit() and b.isdigit():
+        return int(a) == int(b)
+    return a == b
 
 
 def _label(study, condition, c, i, arm):

@@ -819,3 +819,20 @@ def test_tfds_data_dir_reaches_the_loader(tmp_path, capsys, monkeypatch):
     assert code == 2 and err.startswith("error: cannot load the data: ")
     assert seen[0]["tfds_data_dir"] == str(tmp_path / "tfds")
     assert seen[0]["data_dir"] is None
+
+
+@pytest.mark.parametrize(
+    "a, b, same",
+    [
+        ("07", "7", True),
+        ("10", "10", True),
+        ("07", "10", False),
+        (" 3", "03", True),
+        ("a1b2", "a1b2", True),
+        ("a1b2", "12", False),
+    ],
+)
+def test_trial_ids_are_compared_as_counters(a, b, same):
+    from tuning import runner
+
+    assert runner._same_trial(a, b) is same
