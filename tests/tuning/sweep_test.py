@@ -273,16 +273,22 @@ def test_a_search_whose_project_is_lost_resumes_from_the_results(tmp_path):
     assert not (out / "search_progress.csv").exists()
 
 
-@pytest.mark.requires_backend("torch")
-def test_more_trials_reopen_a_search_without_retraining_it(tmp_path):
+def _searched_with_two_trials(tmp_path, seeds):
+    """The tiny bracketing study run with 2 of its 3 trials: `(args, out)`,
+    the runner's arguments (less `--max-trials`) and its results folder."""
     data_dir = common.write_image_folder(tmp_path / "cifar10")
     study = common.write_study(
         tmp_path / "tiny.toml", max_trials=3, epochs=2, tuner="bracket"
     )
-    args = common.sweep_args(study, data_dir, tmp_path, "--seeds", "1")
-    out = tmp_path / "results" / "tiny"
+    args = common.sweep_args(study, data_dir, tmp_path, "--seeds", str(seeds))
     first = common.run_sweep(tmp_path, *args, "--max-trials", "2")
     assert first.returncode == 0, first.stdout + first.stderr
+    return args, tmp_path / "results" / "tiny"
+
+
+@pytest.mark.requires_backend("torch")
+def test_more_trials_reopen_a_search_without_retraining_it(tmp_path):
+    args, out = _searched_with_two_trials(tmp_path, seeds=1)
     before = records.read_csv(out / "search_trials.csv")
     before_runs = records.read_csv(out / "trials.csv")
     cells = {c["arm"]: c for c in records.read_csv(out / "cells.csv")}
@@ -330,14 +336,7 @@ def test_more_trials_reopen_a_search_without_retraining_it(tmp_path):
 def test_a_reopened_search_that_changes_its_choice_retrains_its_seeds(
     tmp_path,
 ):
-    data_dir = common.write_image_folder(tmp_path / "cifar10")
-    study = common.write_study(
-        tmp_path / "tiny.toml", max_trials=3, epochs=2, tuner="bracket"
-    )
-    args = common.sweep_args(study, data_dir, tmp_path, "--seeds", "2")
-    out = tmp_path / "results" / "tiny"
-    first = common.run_sweep(tmp_path, *args, "--max-trials", "2")
-    assert first.returncode == 0, first.stdout + first.stderr
+    args, out = _searched_with_two_trials(tmp_path, seeds=2)
     cells = {c["arm"]: c for c in records.read_csv(out / "cells.csv")}
     old_runs = records.read_csv(out / "trials.csv")
     old_curves = records.read_csv(out / "curves.csv")
