@@ -60,6 +60,10 @@ class Options:
         tensorboard: a folder for TensorBoard logs (see
             `tuning.tensorboard`), or `None`.
         command: the command line, recorded in `summary.json`.
+        arms: run only the cells of these arms (a sequence of str), or
+            `None` for every arm.
+        conditions: run only the cells of these conditions (names, as in
+            the `condition` column), or `None` for every condition.
     """
 
     data_dir: str = None
@@ -72,6 +76,8 @@ class Options:
     callbacks: tuple = ()
     tensorboard: str = None
     command: str = ""
+    arms: tuple = None
+    conditions: tuple = None
 
 
 def run(study, options=Options()):
@@ -81,8 +87,16 @@ def run(study, options=Options()):
         study: a `Study`.
         options: `Options`.
 
+    With `options.arms` or `options.conditions`, only those cells are
+    searched and retrained: a share of the study, which another process
+    (with its own results folder) may run beside this one, and
+    `tuning.merge` brings together. Such a run writes no `summary.json`
+    and no report; the study's own command, run once every cell is done,
+    writes them (and trains nothing).
+
     Returns:
-        dict: the summary written to `summary.json` (`None` on a worker).
+        dict: the summary written to `summary.json` (`None` on a worker or
+        for a share of the study).
 
     Raises:
         SweepError: for bad input, a study that changed since its runs, or
@@ -91,6 +105,7 @@ def run(study, options=Options()):
     import keras
 
     role = _role()
+    _check_share(study, options, role)
     backend = keras.backend.backend()
     runs_dir = os.path.join(options.runs_dir, study.results_name)
     out_dir = os.path.join(options.results_dir, study.results_name)
@@ -141,8 +156,26 @@ def _run(study, options, role, backend, runs_dir, out_dir):
         for c, condition in enumerate(conditions)
         for i, arm in enumerate(study.arms)
     ]
+    share = options.arms is not None or options.conditions is not None
+    selected = {(c, i) for c, _, i, _ in _shared(cells, options)}
+    if share:
+        log(
+            f"a share of the study: {len(selected)} of its "
+            f"{len(cells)} cells ("
+            + "; ".join(
+                f"{name} {', '.join(values)}"
+                for name, values in (
+                    ("arms", options.arms),
+                    ("conditions", options.conditions),
+                )
+                if values is not None
+            )
+            + ")"
+        )
     port = distributed.base_port() if role else None
     for index, (c, condition, i, arm) in enumerate(cells):
+        if (c, i) not in selected:
+            continue
         at = study.at(condition)
         if condition.name not in datas:
             datas[condition.name] = _data_of(
@@ -219,6 +252,21 @@ def _run(study, options, role, backend, runs_dir, out_dir):
         log(
             "worker: searches done; the chief retrains the best settings "
             "and writes the results"
+        )
+        return None
+    if share:
+        done = sum(
+            1
+            for _, condition, _, arm in cells
+            if (condition.name, arm) in state.cells
+            and state.cells[condition.name, arm].get("seeds")
+        )
+        log(
+            f"share done: {done} of the study's {len(cells)} cells are "
+            f"complete in {out_dir}. Bring the shares together with "
+            "`python -m tuning.merge`; then the study's command without "
+            "--arms/--conditions writes summary.json and the report "
+            f"(training only what is left); elapsed {search.elapsed(start)}"
         )
         return None
     if role == "chief":
@@ -938,6 +986,52 @@ def _label(study, condition, c, i, arm):
         else ""
     )
     return f"{where}arm {i + 1}/{len(study.arms)} {arm}"
+
+
+def _shared(cells, options):
+    """The cells of `cells` that `options.arms`/`conditions` select."""
+    return [
+        (c, condition, i, arm)
+        for c, condition, i, arm in cells
+        if (options.arms is None or arm in options.arms)
+        and (options.conditions is None or condition.name in options.conditions)
+    ]
+
+
+def _check_share(study, options, role):
+    """Refuses an `arms`/`conditions` selection the study cannot run."""
+    if options.arms is None and options.conditions is None:
+        return
+    if role is not None:
+        raise SweepError(
+            "--arms and --conditions run a share of a study in a plain "
+            "process, not as a distributed chief or worker. Received: "
+            f"KERASTUNER_TUNER_ID role {role!r}"
+        )
+    if options.arms is not None:
+        unknown = [a for a in options.arms if a not in study.arms]
+        if not options.arms or unknown:
+            raise SweepError(
+                f"Received an invalid value for `arms`. Expected arms of "
+                f"study {study.results_name!r}: {', '.join(study.arms)}. "
+                f"Received: arms={list(options.arms)}"
+            )
+    if options.conditions is not None:
+        names = [c.name for c in study.conditions()]
+        if not study.grid:
+            raise SweepError(
+                f"study {study.results_name!r} has no [grid], so no "
+                "conditions to choose from. Received: "
+                f"conditions={list(options.conditions)}"
+            )
+        unknown = [c for c in options.conditions if c not in names]
+        if not options.conditions or unknown:
+            raise SweepError(
+                "Received an invalid value for `conditions`. Expected "
+                f"conditions of study {study.results_name!r}: "
+                f"{', '.join(names)}. Received: "
+                f"conditions={list(options.conditions)}"
+            )
 
 
 def _role():

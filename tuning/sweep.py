@@ -3,7 +3,8 @@
     python -m tuning.sweep STUDY [--quick | --full] [--data-dir DIR]
         [--results-dir DIR] [--runs-dir DIR] [--overwrite] [--seeds N]
         [--max-trials N] [--worker-timeout SECONDS] [--verbose]
-        [--tensorboard DIR]
+        [--tensorboard DIR] [--arms ARM [ARM ...]]
+        [--conditions NAME [NAME ...]]
     python -m tuning.sweep STUDY --reproduce ARM SEED [--condition NAME]
 
 For every (condition, arm) cell of the study, a KerasTuner search on the
@@ -11,7 +12,10 @@ validation split, in its own project under
 `--runs-dir/<study>/[<condition>/]<arm>/`; then the chosen setting of the
 cell retrained from scratch on `--seeds` seeds and evaluated on the test
 split. Results go to `--results-dir/<study>/`, cell by cell as they finish
-(see `tuning.schema`), and `report.md` at the end.
+(see `tuning.schema`), and `report.md` at the end. With `--arms` or
+`--conditions`, only those cells run: a share of the study, for one of
+several processes or machines, each with its own results folder, which
+`python -m tuning.merge` brings together.
 
 Killed at any point, the same command resumes, from the results folder
 alone if need be (a fresh clone with no runs folder). One runner per study
@@ -53,6 +57,8 @@ class Arguments:
         max_trials: search trials per cell, or `None` for the study's.
         reproduce: `(arm, seed)` to retrain one recorded row, or `None`.
         condition: with `reproduce`, the row's condition.
+        arms, conditions: run only these cells (see
+            `tuning.runner.Options`), or `None`.
         command: the command line, for `summary.json`.
     """
 
@@ -71,6 +77,8 @@ class Arguments:
     tensorboard: str = None
     reproduce: tuple = None
     condition: str = None
+    arms: tuple = None
+    conditions: tuple = None
     command: str = ""
 
 
@@ -97,6 +105,10 @@ def main(argv=None):
         tensorboard=namespace.tensorboard,
         reproduce=tuple(namespace.reproduce) if namespace.reproduce else None,
         condition=namespace.condition,
+        arms=tuple(namespace.arms) if namespace.arms else None,
+        conditions=(
+            tuple(namespace.conditions) if namespace.conditions else None
+        ),
         command=command,
     )
     from tuning import runner
@@ -130,6 +142,12 @@ def execute(arguments):
             "--condition goes with --reproduce. Received: "
             f"condition={arguments.condition!r}"
         )
+    if arguments.reproduce and (arguments.arms or arguments.conditions):
+        raise runner.SweepError(
+            "--arms and --conditions choose the cells a run searches and "
+            "retrains; --reproduce takes its arm and --condition. Received: "
+            f"arms={arguments.arms!r}, conditions={arguments.conditions!r}"
+        )
     options = runner.Options(
         data_dir=arguments.data_dir,
         tfds_data_dir=arguments.tfds_data_dir,
@@ -140,6 +158,8 @@ def execute(arguments):
         verbose=arguments.verbose,
         tensorboard=arguments.tensorboard,
         command=arguments.command,
+        arms=arguments.arms,
+        conditions=arguments.conditions,
     )
     if arguments.reproduce:
         arm, seed = arguments.reproduce
@@ -277,6 +297,24 @@ def parser():
         help=(
             "with --reproduce, for a study with a [grid]: the condition of "
             "the run (the `condition` column of trials.csv)"
+        ),
+    )
+    p.add_argument(
+        "--arms",
+        nargs="+",
+        metavar="ARM",
+        help=(
+            "run only these arms' cells: a share of the study, merged with "
+            "the others' by `python -m tuning.merge` (default: every arm)"
+        ),
+    )
+    p.add_argument(
+        "--conditions",
+        nargs="+",
+        metavar="NAME",
+        help=(
+            "run only these conditions' cells (names as in the `condition` "
+            "column), a share like --arms (default: every condition)"
         ),
     )
     return p

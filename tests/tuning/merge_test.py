@@ -1,0 +1,317 @@
+"""A study run as shares (`--arms`, `--conditions`) and merged
+(`tuning.merge`) gives what one run of it gives."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.tuning import common
+from tuning import merge
+from tuning import records
+from tuning import study as study_module
+from tuning import sweep
+
+GRID = "width = [4, 8]"
+CELLS = [
+    ("width-4", "dense"),
+    ("width-4", "affine_like"),
+    ("width-8", "dense"),
+    ("width-8", "affine_like"),
+]
+ROW_FILES = ("cells.csv", "search_trials.csv", "trials.csv", "curves.csv")
+# Columns that differ between two runs of the same cell.
+CLOCKS = {
+    "wall_time_s",
+    "search_wall_time_s",
+    "seeds_wall_time_s",
+    "finished_at",
+    "git_commit",
+    "git_dirty",
+}
+
+
+def _measured(path):
+    """A results file's rows less the clock and commit columns."""
+    return [
+        {k: v for k, v in r.items() if k not in CLOCKS}
+        for r in records.read_csv(path)
+    ]
+
+
+def _cells(path):
+    return [(r["condition"], r["arm"]) for r in records.read_csv(path)]
+
+
+@pytest.fixture(scope="module")
+def shares(tmp_path_factory):
+    """The tiny grid study run whole once, and as two shares merged.
+
+    Returns `(tmp, args_of, outputs)`: `args_of(root, *extra)` are the
+    runner's arguments with results under `root`; `outputs` the runs'
+    standard output by name.
+    """
+    tmp = tmp_path_factory.mktemp("merge")
+    data_dir = common.write_image_folder(tmp / "cifar10")
+    study = common.write_study(tmp / "tiny.toml", max_trials=1, grid=GRID)
+
+    def args_of(root, *extra):
+        return [
+            str(a)
+            for a in common.sweep_args(
+                study, data_dir, root, "--seeds", "1", *extra
+            )
+        ]
+
+    outputs = {}
+
+    def run(name, *args):
+        proc = common.run_sweep(tmp, *args)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        outputs[name] = proc.stdout
+
+    run("whole", *args_of(tmp / "whole"))
+    run("a", *args_of(tmp / "a", "--conditions", "width-4"))
+    run(
+        "b",
+        *args_of(tmp / "b", "--conditions", "width-8", "--arms", "affine_like"),
+    )
+    return tmp, args_of, outputs
+
+
+def test_a_share_runs_only_its_cells_and_writes_no_summary(shares):
+    tmp, _, outputs = shares
+    a = tmp / "a" / "results" / "tiny"
+    b = tmp / "b" / "results" / "tiny"
+    assert _cells(a / "cells.csv") == CELLS[:2]
+    assert _cells(b / "cells.csv") == [("width-8", "affine_like")]
+    assert [
+        (r["condition"], r["arm"]) for r in records.read_csv(b / "trials.csv")
+    ] == [("width-8", "affine_like")]
+    for folder in (a, b):
+        assert not (folder / "summary.json").exists()
+        assert not (folder / "report.md").exists()
+    assert (
+        "a share of the study: 2 of its 4 cells (conditions width-4)"
+        in (outputs["a"])
+    )
+    assert (
+        "a share of the study: 1 of its 4 cells (arms affine_like; "
+        "conditions width-8)" in outputs["b"]
+    )
+    assert "share done: 2 of the study's 4 cells are complete" in outputs["a"]
+    assert "width-8 arm 1/2 dense" not in outputs["b"]
+
+
+def test_merged_shares_give_what_one_run_gives(shares, tmp_path, capsys):
+    tmp, args_of, _ = shares
+    root = tmp_path / "merged"
+    shutil.copytree(tmp / "a", root)
+    dest = root / "results"
+    out = dest / "tiny"
+    study = study_module.load_study(str(tmp / "tiny.toml"))
+
+    record = merge.merge(study, str(tmp / "b" / "results"), str(dest))
+    assert record["added"] == {
+        "cells.csv": 1,
+        "search_trials.csv": 1,
+        "search_progress.csv": 0,
+        "trials.csv": 1,
+        "curves.csv": 1,
+    }
+    assert record["cells"] == [("width-8", "affine_like")]
+    assert _cells(out / "cells.csv") == [CELLS[0], CELLS[1], CELLS[3]]
+    # Merged again: nothing more, and no file rewritten.
+    before = {n: (out / n).read_text() for n in ROW_FILES}
+    again = merge.merge(study, str(tmp / "b" / "results"), str(dest))
+    assert not any(again["added"].values())
+    assert {n: (out / n).read_text() for n in ROW_FILES} == before
+
+    # The study's own command trains only the cell neither share ran
+    # (width-8 dense), then writes the summary.
+    assert sweep.main(args_of(root)) == 0
+    log = capsys.readouterr().out
+    assert log.count("search already done") == 3
+    assert "[search] condition 2/2 width-8 arm 1/2 dense: trial 1 of 1" in log
+    assert log.count("test_accuracy") >= 1
+    assert "[seeds] condition 2/2 width-8 arm 1/2 dense seed 1/1: " in log
+    assert "condition 1/2 width-4 arm 1/2 dense seed 1/1: already done" in log
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["conditions"]["width-8"]["arms"]["dense"]["seeds"] == 1
+    assert (out / "report.md").exists()
+
+    # The same rows as the study run whole (the same seeds on the same
+    # backend: the same numbers), in the same order (curves in the order
+    # their runs ended).
+    whole = tmp / "whole" / "results" / "tiny"
+    for name in ROW_FILES:
+        merged, alone = _measured(out / name), _measured(whole / name)
+        if name == "curves.csv":
+            merged, alone = (
+                sorted(tuple(sorted(r.items())) for r in x)
+                for x in (merged, alone)
+            )
+        assert merged == alone, name
+
+
+def test_rows_that_disagree_are_refused_and_nothing_is_written(
+    shares, tmp_path
+):
+    tmp, _, _ = shares
+    study = study_module.load_study(str(tmp / "tiny.toml"))
+    dest = tmp_path / "dest"
+    shutil.copytree(tmp / "a" / "results", dest)
+    source = tmp_path / "source"
+    shutil.copytree(tmp / "whole" / "results", source)
+    path = source / "tiny" / "trials.csv"
+    rows = records.read_csv(path)
+    rows[0]["test_accuracy"] = "0.123"
+    records.write_csv(path, list(rows[0]), rows)
+    before = {n: (dest / "tiny" / n).read_text() for n in ROW_FILES}
+
+    with pytest.raises(merge.MergeError, match="seed 0 of cell width-4 dense"):
+        merge.merge(study, str(source), str(dest))
+    assert {n: (dest / "tiny" / n).read_text() for n in ROW_FILES} == before
+
+    # A cell searched on both sides with other trials.
+    shutil.copytree(tmp / "whole" / "results", source, dirs_exist_ok=True)
+    path = source / "tiny" / "search_trials.csv"
+    rows = records.read_csv(path)
+    rows[1]["val_accuracy"] = "0.999"
+    records.write_csv(path, list(rows[0]), rows)
+    with pytest.raises(
+        merge.MergeError, match="cell width-4 affine_like was searched in both"
+    ):
+        merge.merge(study, str(source), str(dest))
+
+    # Another study file.
+    shutil.copytree(tmp / "whole" / "results", source, dirs_exist_ok=True)
+    fingerprint = json.loads((source / "tiny" / "study.json").read_text())
+    fingerprint["fixed"]["width"] = 16
+    records.write_json(source / "tiny" / "study.json", fingerprint)
+    with pytest.raises(merge.MergeError, match="different study files"):
+        merge.merge(study, str(source), str(dest))
+    assert {n: (dest / "tiny" / n).read_text() for n in ROW_FILES} == before
+
+    # Two runs of the same cells that measured the same (at other speeds)
+    # agree: the destination keeps its rows and gains the others.
+    shutil.copytree(tmp / "whole" / "results", source, dirs_exist_ok=True)
+    record = merge.merge(study, str(source), str(dest))
+    assert record["added"]["trials.csv"] == 2
+    assert _cells(dest / "tiny" / "cells.csv") == CELLS
+    kept = records.read_csv(dest / "tiny" / "trials.csv")[:2]
+    assert kept == records.read_csv(
+        tmp / "a" / "results" / "tiny" / "trials.csv"
+    )
+
+
+def test_a_search_going_on_is_merged_and_dropped_once_done(shares, tmp_path):
+    tmp, _, _ = shares
+    study = study_module.load_study(str(tmp / "tiny.toml"))
+    source = tmp_path / "source"
+    shutil.copytree(tmp / "b" / "results", source)
+    folder = source / "tiny"
+    # As a runner stopped in the middle of the search of width-8
+    # affine_like leaves it: the ended trials in search_progress.csv.
+    search = records.read_csv(folder / "search_trials.csv")
+    columns = list(search[0])
+    os.replace(folder / "search_trials.csv", folder / "search_progress.csv")
+    for name in ("cells.csv", "trials.csv", "curves.csv"):
+        (folder / name).unlink()
+    dest = tmp_path / "dest"
+    shutil.copytree(tmp / "a" / "results", dest)
+    (dest / "tiny" / "summary.json").write_text("{}")
+
+    record = merge.merge(study, str(source), str(dest))
+    assert record["added"]["search_progress.csv"] == 1
+    assert record["removed"] == ["summary.json"]
+    assert records.read_csv(dest / "tiny" / "search_progress.csv") == search
+    assert _cells(dest / "tiny" / "cells.csv") == CELLS[:2]
+
+    # Once the other share's search is done, its progress rows go.
+    records.write_csv(folder / "search_trials.csv", columns, search)
+    shutil.copy(tmp / "b" / "results" / "tiny" / "cells.csv", folder)
+    (folder / "search_progress.csv").unlink()
+    merge.merge(study, str(source), str(dest))
+    assert not (dest / "tiny" / "search_progress.csv").exists()
+    assert _cells(dest / "tiny" / "cells.csv") == [CELLS[0], CELLS[1], CELLS[3]]
+
+
+def test_bad_input(shares, tmp_path, capsys):
+    tmp, args_of, _ = shares
+    study_path = str(tmp / "tiny.toml")
+    study = study_module.load_study(study_path)
+    with pytest.raises(merge.MergeError, match="no results of study 'tiny'"):
+        merge.merge(study, str(tmp_path / "nowhere"), str(tmp_path))
+    with pytest.raises(merge.MergeError, match="the same folder"):
+        merge.merge(
+            study, str(tmp / "a" / "results"), str(tmp / "a" / "results")
+        )
+    dest = tmp_path / "dest"
+    shutil.copytree(tmp / "a" / "results", dest)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from tuning import lock\n"
+            "with lock.StudyLock([sys.argv[1]]):\n"
+            "    print('locked', flush=True)\n"
+            "    time.sleep(300)\n",
+            str(dest / "tiny"),
+        ],
+        cwd=common.REPO_ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(
+            merge.MergeError, match="another runner is using this study"
+        ):
+            merge.merge(study, str(tmp / "b" / "results"), str(dest))
+    finally:
+        holder.kill()
+        holder.wait()
+
+    # The command line: errors on stderr, exit status 2.
+    assert (
+        merge.main(
+            [study_path, "--from", tmp_path / "nowhere", "--results-dir", dest]
+        )
+        == 2
+    )
+    assert capsys.readouterr().err.startswith("error: no results of study")
+    assert (
+        merge.main(
+            [study_path, "--from", tmp / "b" / "results", "--results-dir", dest]
+        )
+        == 0
+    )
+    assert capsys.readouterr().out.startswith(
+        "merged into tiny: 1 cells.csv, 1 search_trials.csv, 1 trials.csv, "
+        "1 curves.csv rows"
+    )
+
+    # The runner's share options.
+    argv = args_of(tmp_path / "bad")
+    assert sweep.main([*argv, "--arms", "rms_norm"]) == 2
+    assert capsys.readouterr().err == (
+        "error: Received an invalid value for `arms`. Expected arms of study "
+        "'tiny': dense, affine_like. Received: arms=['rms_norm']\n"
+    )
+    assert sweep.main([*argv, "--conditions", "width-5"]) == 2
+    assert "Expected conditions of study 'tiny': width-4, width-8" in (
+        capsys.readouterr().err
+    )
+    assert (
+        sweep.main([*argv, "--arms", "dense", "--reproduce", "dense", "0"]) == 2
+    )
+    assert "--reproduce takes its arm" in capsys.readouterr().err
+    flat = common.write_study(tmp_path / "flat.toml")
+    assert sweep.main([flat, *argv[1:], "--conditions", "width-4"]) == 2
+    assert "study 'flat' has no [grid]" in capsys.readouterr().err
+    assert not (tmp_path / "bad" / "results" / "tiny" / "trials.csv").exists()
