@@ -151,13 +151,23 @@ def cpu_model():
     return platform.processor() or None
 
 
+def usable_cpus():
+    """The number of cores this process may run on (its CPU affinity, as
+    `taskset` sets it), else `os.cpu_count()`."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count()
+
+
 def machine():
     """Returns the machine a result ran on.
 
     Returns:
         dict: `system`, `release`, `machine` (the architecture),
-        `processor`, `cpu_count` and `accelerator` (the GPU the Keras
-        backend uses, or `None`).
+        `processor`, `cpu_count`, `cpus_usable` (the cores this process
+        may run on: XLA's CPU convolutions can round differently with it)
+        and `accelerator` (the GPU the Keras backend uses, or `None`).
     """
     return {
         "system": platform.system(),
@@ -165,5 +175,6 @@ def machine():
         "machine": platform.machine(),
         "processor": cpu_model(),
         "cpu_count": os.cpu_count(),
+        "cpus_usable": usable_cpus(),
         "accelerator": accelerator(),
     }

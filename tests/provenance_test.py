@@ -96,9 +96,13 @@ def test_machine():
         "machine",
         "processor",
         "cpu_count",
+        "cpus_usable",
         "accelerator",
     }
     assert machine["cpu_count"] == os.cpu_count()
+    if hasattr(os, "sched_getaffinity"):
+        assert machine["cpus_usable"] == len(os.sched_getaffinity(0))
+    assert 1 <= machine["cpus_usable"] <= os.cpu_count()
     name = _provenance.machine_name()
     if machine["accelerator"] is None:
         assert name == f"cpu-{os.cpu_count()}core"

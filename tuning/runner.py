@@ -899,6 +899,15 @@ def reproduce(study, options, arm, seed, condition=None):
             f"note: recorded with backend {row['backend']}, reproducing "
             f"with {backend}; expect small differences"
         )
+    summary = records.read_json(os.path.join(out_dir, schema.SUMMARY_JSON))
+    cores = ((summary or {}).get("machine") or {}).get("cpus_usable")
+    if cores and cores != _provenance.usable_cpus():
+        log(
+            f"note: the study's summary was written by a process on {cores} "
+            f"usable core(s); this one has {_provenance.usable_cpus()}. "
+            "XLA's CPU convolutions can round differently with the number "
+            "of cores: to match, run on as many (`taskset -c 0` for one)"
+        )
     hp_values = schema.hyperparameters(row)
     study = study.at(condition)
     data = load_data(study, options.data_dir, options.tfds_data_dir)

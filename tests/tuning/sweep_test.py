@@ -143,6 +143,26 @@ def test_reproduce(finished):
     # Same backend, same seed and hyperparameters: the same model, up to
     # floating-point noise on 20 test images.
     assert abs(reproduced - float(row["test_accuracy"])) <= 0.05 + 1e-9
+    assert "usable core(s)" not in again.stdout
+
+
+def test_reproduce_notes_another_core_count(finished, tmp_path):
+    tmp, args, _ = finished
+    results = tmp_path / "results"
+    shutil.copytree(tmp / "results", results)
+    path = results / "tiny" / "summary.json"
+    summary = json.loads(path.read_text())
+    assert summary["machine"]["cpus_usable"] >= 1
+    summary["machine"]["cpus_usable"] = 64
+    path.write_text(json.dumps(summary))
+    args = [str(a) for a in args]
+    args[args.index("--results-dir") + 1] = str(results)
+    again = common.run_sweep(tmp, *args, "--reproduce", "dense", "0")
+    assert again.returncode == 0, again.stderr
+    assert (
+        "note: the study's summary was written by a process on 64 usable "
+        "core(s); this one has "
+    ) in again.stdout
 
 
 @pytest.mark.requires_backend("torch")
