@@ -16,8 +16,12 @@ writes `summary.json` and the report.
 
 Nothing is overwritten. A row both folders hold must say the same thing
 (the same search trials for a cell, the same measurements for a seed run;
-the time they took may differ), else the merge is refused and nothing is
-written; where they agree, the destination's row stays. Of one cell's seed runs,
+the time they took may differ), and a seed run must come from its cell's
+chosen trial, else the merge is refused and nothing is written; where they
+agree, the destination's row stays. Rows either folder set aside
+(`tuning.supersede`, or a reopened search's seeds) do not come back from a
+share made before; a source that set aside rows the destination still
+holds is refused. Both folders must hold the study file as it reads now. Of one cell's seed runs,
 each comes with its own curves; of its two `cells.csv` rows, the one that
 counts more finished seeds is kept. When anything is added, the files
 made from the whole folder (`summary.json`, `report.md`, pooled views,
@@ -32,6 +36,7 @@ destination is locked like a runner's; refused while a runner holds it.
 
 import argparse
 import glob
+import json
 import os
 import shutil
 import sys
@@ -114,12 +119,16 @@ def _merge(study, source, out_dir):
             f"{source} has no {schema.STUDY_JSON}: not a study's results "
             f"folder. Received: source={source!r}"
         )
-    if ours_study is not None and ours_study != theirs_study:
-        raise MergeError(
-            f"{source} and {out_dir} hold runs of different study files "
-            f"(their {schema.STUDY_JSON} differ): they cannot be merged. "
-            f"Received: study={study.results_name!r}"
-        )
+    # As `study.json` reads back.
+    expected = json.loads(json.dumps(schema.fingerprint(study)))
+    for where, fingerprint in ((source, theirs_study), (out_dir, ours_study)):
+        if fingerprint is not None and fingerprint != expected:
+            raise MergeError(
+                f"the runs in {where} were made with another version of the "
+                f"study file (its {schema.STUDY_JSON} differs from "
+                f"{study.results_name!r} as it reads now): they cannot be "
+                f"merged. Received: study={study.results_name!r}"
+            )
     # The runner's order of writing, read the other way round (see the
     # module doc).
     theirs = {}
@@ -135,6 +144,26 @@ def _merge(study, source, out_dir):
         name: records.read_csv(os.path.join(out_dir, name)) for name in theirs
     }
     _check_backends(ours[schema.TRIALS_CSV], theirs[schema.TRIALS_CSV])
+    # Rows either folder set aside do not come back (nor do their copies,
+    # left in the other folder by a share that ran before the setting
+    # aside); and a set copied from the source must not leave its rows
+    # here.
+    to_copy = _superseded_to_copy(source, out_dir)
+    set_aside = _set_aside_rows(out_dir, None) | _set_aside_rows(source, None)
+    for name in to_copy:
+        still = _set_aside_rows(source, name) & _fingerprints(ours)
+        if still:
+            raise MergeError(
+                f"{source} set aside its rows as {name!r} "
+                f"({supersede.SUPERSEDED_DIR}/{name}), but {out_dir} still "
+                f"holds {len(still)} of them: set them aside here too "
+                "(`python -m tuning.supersede`), then merge. Received: "
+                f"superseded={name!r}"
+            )
+    theirs = {
+        name: [r for r in rows if _fingerprint(name, r) not in set_aside]
+        for name, rows in theirs.items()
+    }
 
     cells = _by(ours[schema.CELLS_CSV], "condition", "arm")
     cells_theirs = _by(theirs[schema.CELLS_CSV], "condition", "arm")
@@ -186,11 +215,11 @@ def _merge(study, source, out_dir):
             cells[key] = row
             changed_cells.append(key)
             added[schema.CELLS_CSV] += 1
-    # Seed runs, each with its own curves.
+    # Seed runs, each with its own curves, each of its cell's choice.
     for key, row in runs_theirs.items():
         mine = runs.get(key)
         if mine is not None:
-            if any(mine.get(c) != row.get(c) for c in RUN_MEASURES):
+            if _run_measures(mine) != _run_measures(row):
                 raise MergeError(
                     f"seed {key[2]} of cell {_name(key[:2])} has different "
                     f"results here and in {source} (test_accuracy "
@@ -199,14 +228,27 @@ def _merge(study, source, out_dir):
                     f"seed={key[2]!r}"
                 )
             continue
+        own_curves = {k: c for k, c in curves_theirs.items() if k[:3] == key}
+        if not own_curves:
+            # Caught between two writes of a running source: the next
+            # merge takes it.
+            continue
+        cell = cells.get(key[:2])
+        if cell is not None and not _same_trial(
+            row.get("search_trial_id"), cell["chosen_trial_id"]
+        ):
+            raise MergeError(
+                f"seed {key[2]} of cell {_name(key[:2])} in {source} was "
+                f"retrained from trial {row.get('search_trial_id')}, but the "
+                f"cell chose trial {cell['chosen_trial_id']}. Received: "
+                f"seed={key[2]!r}"
+            )
         runs[key] = row
         added[schema.TRIALS_CSV] += 1
         for k in [k for k in curves if k[:3] == key]:
             curves.pop(k)
-        for k, curve in curves_theirs.items():
-            if k[:3] == key:
-                curves[k] = curve
-                added[schema.CURVES_CSV] += 1
+        curves.update(own_curves)
+        added[schema.CURVES_CSV] += len(own_curves)
     # Searches going on: their ended trials, unless the cell is searched.
     for key, row in progress_theirs.items():
         if key[:2] in cells:
@@ -223,35 +265,47 @@ def _merge(study, source, out_dir):
             added[schema.SEARCH_PROGRESS_CSV] += 1
     progress = {k: r for k, r in progress.items() if k[:2] not in cells}
 
-    superseded = _superseded_to_copy(source, out_dir)
     removed = []
-    if any(added.values()) or superseded:
+    if any(added.values()) or to_copy:
         os.makedirs(out_dir, exist_ok=True)
+        # First the files that describe the whole folder, which no longer
+        # will: killed halfway, none of them is left to be taken for new.
+        removed = remove_study_wide(out_dir)
         if ours_study is None:
             records.write_json(
                 os.path.join(out_dir, schema.STUDY_JSON), theirs_study
             )
-        _write(out_dir, study, runs, curves, search, cells, progress)
-        for name in superseded:
+        for name in to_copy:
+            dest = os.path.join(out_dir, supersede.SUPERSEDED_DIR, name)
+            partial = dest + ".merging"
+            if os.path.exists(partial):
+                shutil.rmtree(partial)
             shutil.copytree(
-                os.path.join(source, supersede.SUPERSEDED_DIR, name),
-                os.path.join(out_dir, supersede.SUPERSEDED_DIR, name),
+                os.path.join(source, supersede.SUPERSEDED_DIR, name), partial
             )
-        removed = sorted(
-            {
-                os.path.basename(path)
-                for pattern in STUDY_WIDE
-                for path in glob.glob(os.path.join(out_dir, pattern))
-            }
-        )
-        for name in removed:
-            os.remove(os.path.join(out_dir, name))
+            os.replace(partial, dest)
+        _write(out_dir, study, runs, curves, search, cells, progress)
     return {
         "added": added,
         "cells": changed_cells,
-        "superseded": superseded,
+        "superseded": to_copy,
         "removed": removed,
     }
+
+
+def remove_study_wide(out_dir):
+    """Deletes the files made from a whole results folder (`STUDY_WIDE`);
+    returns their names."""
+    removed = sorted(
+        {
+            os.path.basename(path)
+            for pattern in STUDY_WIDE
+            for path in glob.glob(os.path.join(out_dir, pattern))
+        }
+    )
+    for name in removed:
+        os.remove(os.path.join(out_dir, name))
+    return removed
 
 
 def _write(out_dir, study, runs, curves, search, cells, progress):
@@ -305,12 +359,75 @@ def _by(rows, *keys):
 
 
 def _measured(rows):
-    """Search trials by key, less the columns that are clocks: two runs of
-    one search that measured the same say the same."""
-    return {
-        k: {c: v for c, v in r.items() if c not in CLOCKS}
-        for k, r in rows.items()
-    }
+    """Search trials by key, less the columns that are clocks (trial ids as
+    counters): two runs of one search that measured the same say the
+    same."""
+    return {k: _without_clocks(r) for k, r in rows.items()}
+
+
+def _without_clocks(row):
+    out = {c: v for c, v in row.items() if c not in CLOCKS}
+    for c in ("trial_id", "search_trial_id"):
+        if out.get(c):
+            out[c] = str(int(out[c]))
+    return out
+
+
+def _run_measures(row):
+    return {c: _without_clocks(row).get(c) for c in RUN_MEASURES}
+
+
+def _same_trial(a, b):
+    return bool(a) and bool(b) and int(a) == int(b)
+
+
+# The keys of a row, by file, and what identifies its content.
+_KEYS = {
+    schema.CELLS_CSV: ("condition", "arm"),
+    schema.SEARCH_TRIALS_CSV: ("condition", "arm", "trial_id"),
+    schema.SEARCH_PROGRESS_CSV: ("condition", "arm", "trial_id"),
+    schema.TRIALS_CSV: ("condition", "arm", "seed"),
+    schema.CURVES_CSV: ("condition", "arm", "seed", "epoch"),
+}
+
+
+def _fingerprint(name, row):
+    """A row as a hashable value, clocks left out: a file name and the
+    sorted items."""
+    return (name, tuple(sorted(_without_clocks(row).items())))
+
+
+def _fingerprints(files):
+    return {_fingerprint(name, r) for name, rows in files.items() for r in rows}
+
+
+def _set_aside_rows(folder, name):
+    """The fingerprints of the rows in `folder`'s `superseded/` sets (only
+    set `name` if given). A search trial set aside counts for
+    `search_progress.csv` too."""
+    base = os.path.join(folder, supersede.SUPERSEDED_DIR)
+    names = (
+        [name]
+        if name
+        else (sorted(os.listdir(base)) if os.path.isdir(base) else [])
+    )
+    out = set()
+    for set_name in names:
+        where = os.path.join(base, set_name)
+        for file_name in _KEYS:
+            for r in records.read_csv(os.path.join(where, file_name)):
+                out.add(_fingerprint(file_name, r))
+                if file_name in (
+                    schema.SEARCH_TRIALS_CSV,
+                    schema.SEARCH_PROGRESS_CSV,
+                ):
+                    other = (
+                        schema.SEARCH_PROGRESS_CSV
+                        if file_name == schema.SEARCH_TRIALS_CSV
+                        else schema.SEARCH_TRIALS_CSV
+                    )
+                    out.add(_fingerprint(other, r))
+    return out
 
 
 def _same_choice(a, b):

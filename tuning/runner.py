@@ -146,7 +146,8 @@ def _run(study, options, role, backend, runs_dir, out_dir):
         _check_same_study(study, runs_dir, out_dir, backend)
         for folder in (runs_dir, out_dir):
             records.write_json(
-                os.path.join(folder, schema.STUDY_JSON), _fingerprint(study)
+                os.path.join(folder, schema.STUDY_JSON),
+                schema.fingerprint(study),
             )
 
     state = _State(study, out_dir, backend)
@@ -255,6 +256,12 @@ def _run(study, options, role, backend, runs_dir, out_dir):
         )
         return None
     if share:
+        if state.changed:
+            from tuning import merge
+
+            # What the whole folder's files said no longer holds; the
+            # study's command writes them again.
+            merge.remove_study_wide(out_dir)
         done = sum(
             1
             for _, condition, _, arm in cells
@@ -1011,6 +1018,13 @@ def _check_share(study, options, role):
     """Refuses an `arms`/`conditions` selection the study cannot run."""
     if options.arms is None and options.conditions is None:
         return
+    if options.overwrite:
+        raise SweepError(
+            "--overwrite empties the whole study's runs and results, not a "
+            "share of them; set the share's arms aside with "
+            "`python -m tuning.supersede` instead. Received: overwrite=True, "
+            f"arms={options.arms!r}, conditions={options.conditions!r}"
+        )
     if role is not None:
         raise SweepError(
             "--arms and --conditions run a share of a study in a plain "
@@ -1050,22 +1064,13 @@ def _role():
         raise SweepError(str(e)) from None
 
 
-def _fingerprint(study):
-    """What must not change between a run and its resumption."""
-    config = study.config()
-    config["search"].pop("max_trials")
-    config["fixed"].pop("seeds")
-    config.pop("description")
-    return config
-
-
 def _check_same_study(study, runs_dir, out_dir, backend):
     """Refuses to resume a study whose file changed since its runs.
 
     The study's fingerprint is kept in both folders: in a fresh clone with
     no runs folder, the committed results folder says what the study was.
     """
-    fingerprint = _fingerprint(study)
+    fingerprint = schema.fingerprint(study)
     for folder in (runs_dir, out_dir):
         previous = records.read_json(os.path.join(folder, schema.STUDY_JSON))
         if previous is not None and previous != fingerprint:

@@ -394,6 +394,16 @@ def ordered(study, rows, *extra):
     return sorted(rows, key=key)
 
 
+def fingerprint(study):
+    """What must not change between a run of `study` and its resumption
+    (written to `study.json`)."""
+    config = study.config()
+    config["search"].pop("max_trials")
+    config["fixed"].pop("seeds")
+    config.pop("description")
+    return config
+
+
 # The summary.
 
 

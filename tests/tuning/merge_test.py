@@ -13,6 +13,7 @@ from tests.tuning import common
 from tuning import merge
 from tuning import records
 from tuning import study as study_module
+from tuning import supersede
 from tuning import sweep
 
 GRID = "width = [4, 8]"
@@ -192,7 +193,9 @@ def test_rows_that_disagree_are_refused_and_nothing_is_written(
     fingerprint = json.loads((source / "tiny" / "study.json").read_text())
     fingerprint["fixed"]["width"] = 16
     records.write_json(source / "tiny" / "study.json", fingerprint)
-    with pytest.raises(merge.MergeError, match="different study files"):
+    with pytest.raises(
+        merge.MergeError, match="another version of the study file"
+    ):
         merge.merge(study, str(source), str(dest))
     assert {n: (dest / "tiny" / n).read_text() for n in ROW_FILES} == before
 
@@ -315,3 +318,80 @@ def test_bad_input(shares, tmp_path, capsys):
     assert sweep.main([flat, *argv[1:], "--conditions", "width-4"]) == 2
     assert "study 'flat' has no [grid]" in capsys.readouterr().err
     assert not (tmp_path / "bad" / "results" / "tiny" / "trials.csv").exists()
+
+
+def test_rows_set_aside_do_not_come_back(shares, tmp_path):
+    tmp, _, _ = shares
+    study = study_module.load_study(str(tmp / "tiny.toml"))
+    dest = tmp_path / "dest"
+    shutil.copytree(tmp / "whole" / "results", dest)
+    supersede.supersede(
+        study, ["affine_like"], "old", "a test", str(dest), str(tmp_path)
+    )
+    kept = {n: (dest / "tiny" / n).read_text() for n in ROW_FILES}
+    # A share made before the setting aside still holds those rows.
+    record = merge.merge(study, str(tmp / "whole" / "results"), str(dest))
+    assert not any(record["added"].values())
+    assert {n: (dest / "tiny" / n).read_text() for n in ROW_FILES} == kept
+
+    # The other way round: a source that set rows aside the destination
+    # still holds is refused.
+    source = tmp_path / "source"
+    shutil.copytree(dest, source)
+    stale = tmp_path / "stale"
+    shutil.copytree(tmp / "whole" / "results", stale)
+    with pytest.raises(merge.MergeError, match="set them aside here too"):
+        merge.merge(study, str(source), str(stale))
+
+
+def test_trial_ids_as_counters_and_runs_caught_between_writes(shares, tmp_path):
+    tmp, _, _ = shares
+    study = study_module.load_study(str(tmp / "tiny.toml"))
+    source = tmp_path / "source"
+    shutil.copytree(tmp / "whole" / "results", source)
+    folder = source / "tiny"
+    for name, column in (
+        ("search_trials.csv", "trial_id"),
+        ("trials.csv", "search_trial_id"),
+        ("cells.csv", "chosen_trial_id"),
+    ):
+        rows = records.read_csv(folder / name)
+        for r in rows:
+            r[column] = "0" + r[column]
+        records.write_csv(folder / name, list(rows[0]), rows)
+    # A seed row whose curves a running source has not written yet.
+    curves = records.read_csv(folder / "curves.csv")
+    records.write_csv(
+        folder / "curves.csv",
+        list(curves[0]),
+        [r for r in curves if (r["condition"], r["arm"]) != CELLS[3]],
+    )
+    dest = tmp_path / "dest"
+    shutil.copytree(tmp / "a" / "results", dest)
+
+    record = merge.merge(study, str(source), str(dest))
+    assert record["added"]["cells.csv"] == 2
+    assert record["added"]["trials.csv"] == 1
+    runs = records.read_csv(dest / "tiny" / "trials.csv")
+    assert [(r["condition"], r["arm"]) for r in runs] == CELLS[:3]
+
+
+def test_a_share_may_not_overwrite_and_drops_a_stale_summary(
+    shares, tmp_path, capsys
+):
+    tmp, args_of, _ = shares
+    root = tmp_path / "root"
+    shutil.copytree(tmp / "whole", root)
+    out = root / "results" / "tiny"
+    assert (out / "summary.json").exists()
+    share = ["--conditions", "width-4", "--arms", "dense"]
+    assert sweep.main([*args_of(root), *share, "--overwrite"]) == 2
+    assert "--overwrite empties the whole study" in capsys.readouterr().err
+    assert (out / "summary.json").exists()
+
+    # One more seed in a share: the summary no longer holds, and goes.
+    # (The last --seeds wins.)
+    assert sweep.main([*args_of(root), "--seeds", "2", *share]) == 0
+    assert "seed 2/2: test_accuracy" in capsys.readouterr().out
+    assert not (out / "summary.json").exists()
+    assert not (out / "report.md").exists()
