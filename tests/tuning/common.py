@@ -169,3 +169,25 @@ def run_sweep(tmp_path, *args, timeout=600, **env):
         text=True,
         timeout=timeout,
     )
+
+
+def hold_lock(folder):
+    """A separate process holding the study lock of `folder`; kill it to
+    let go."""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from tuning import lock\n"
+            "with lock.StudyLock([sys.argv[1]]):\n"
+            "    print('locked', flush=True)\n"
+            "    time.sleep(300)\n",
+            str(folder),
+        ],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout.readline().strip() == "locked"
+    return holder

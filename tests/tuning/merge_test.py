@@ -4,8 +4,6 @@
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 
@@ -255,23 +253,8 @@ def test_bad_input(shares, tmp_path, capsys):
         )
     dest = tmp_path / "dest"
     shutil.copytree(tmp / "a" / "results", dest)
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys, time\n"
-            "from tuning import lock\n"
-            "with lock.StudyLock([sys.argv[1]]):\n"
-            "    print('locked', flush=True)\n"
-            "    time.sleep(300)\n",
-            str(dest / "tiny"),
-        ],
-        cwd=common.REPO_ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    holder = common.hold_lock(dest / "tiny")
     try:
-        assert holder.stdout.readline().strip() == "locked"
         with pytest.raises(
             merge.MergeError, match="another runner is using this study"
         ):

@@ -5,7 +5,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 
 import keras
@@ -705,27 +704,6 @@ def test_results_of_an_older_runner_are_not_resumed(tmp_path, capsys):
 # One runner per study.
 
 
-def _hold_lock(folder):
-    """A separate process holding the study lock of `folder`."""
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys, time\n"
-            "from tuning import lock\n"
-            "with lock.StudyLock([sys.argv[1]]):\n"
-            "    print('locked', flush=True)\n"
-            "    time.sleep(300)\n",
-            str(folder),
-        ],
-        cwd=common.REPO_ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert holder.stdout.readline().strip() == "locked"
-    return holder
-
-
 def test_a_second_runner_is_refused_and_a_stale_lock_taken_over(
     tmp_path, capsys
 ):
@@ -736,7 +714,7 @@ def test_a_second_runner_is_refused_and_a_stale_lock_taken_over(
     argv = common.sweep_args(
         study, data_dir, tmp_path, "--max-trials", "1", "--seeds", "1"
     )
-    holder = _hold_lock(runs)
+    holder = common.hold_lock(runs)
     try:
         code, err = _main(capsys, *argv)
         assert code == 2
