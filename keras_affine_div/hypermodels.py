@@ -145,8 +145,30 @@ class _ClassifierHyperModel(keras_tuner.HyperModel):
         schedule="constant",
         warmup_epochs=0,
         momentum=SGD_MOMENTUM,
+        baseline_kernel_scale=None,
     ):
         self.arm = models.get_arm(self._FAMILY, variant)
+        if baseline_kernel_scale is not None:
+            if self.arm.ours or not self.arm.scale_sensitive:
+                plain = [
+                    a.name
+                    for a in models.ARMS
+                    if a.family == self._FAMILY
+                    and a.scale_sensitive
+                    and not a.ours
+                ]
+                raise ValueError(
+                    "Received an invalid value for argument "
+                    "`baseline_kernel_scale`. Expected None except for the "
+                    f"plain baseline ({', '.join(plain)}): our variants take "
+                    "`kernel_scales`, and the normalised baselines divide "
+                    f"the scale out. Received: variant={variant!r}, "
+                    f"baseline_kernel_scale={baseline_kernel_scale!r}"
+                )
+            baseline_kernel_scale = _validation.positive_float(
+                baseline_kernel_scale, "baseline_kernel_scale"
+            )
+        self.baseline_kernel_scale = baseline_kernel_scale
         self.variant = self.arm.name
         self.input_shape = tuple(input_shape)
         self.num_classes = num_classes
@@ -187,9 +209,10 @@ class _ClassifierHyperModel(keras_tuner.HyperModel):
 
     def build(self, hp):
         self.declare_hyperparameters(hp)
-        kernel_scale = (
-            hp.get(KERNEL_SCALE) if self.searches_kernel_scale else None
-        )
+        if self.searches_kernel_scale:
+            kernel_scale = hp.get(KERNEL_SCALE)
+        else:
+            kernel_scale = self.baseline_kernel_scale
         builder = getattr(models, self._FAMILY)
         model = builder(
             self.variant,
@@ -295,6 +318,11 @@ class MLPHyperModel(_ClassifierHyperModel):
         warmup_epochs: non-negative int, the linear warm-up of the
             `"cosine"` schedule. Defaults to `0`.
         momentum: the momentum of `"sgd"`, in `[0, 1)`. Defaults to `0.9`.
+        baseline_kernel_scale: positive float or `None`, for the plain
+            baseline (`"dense"`) only: a fixed multiplier on the limit of
+            its `GlorotUniform` hidden kernels (`models.mlp`'s
+            `kernel_scale`), not searched. Defaults to `None` (Keras'
+            default).
 
     Example:
 
@@ -364,6 +392,11 @@ class CNNHyperModel(_ClassifierHyperModel):
         warmup_epochs: non-negative int, the linear warm-up of the
             `"cosine"` schedule. Defaults to `0`.
         momentum: the momentum of `"sgd"`, in `[0, 1)`. Defaults to `0.9`.
+        baseline_kernel_scale: positive float or `None`, for the plain
+            baseline (`"conv"`) only: a fixed multiplier on the limit of
+            its `GlorotUniform` hidden kernels (`models.cnn`'s
+            `kernel_scale`), not searched. Defaults to `None` (Keras'
+            default).
 
     Example:
 

@@ -90,6 +90,13 @@ class Arm:
     normalizer: object = None
     corrected_head: bool = False
 
+    @property
+    def scale_sensitive(self):
+        """Whether the model depends on the scale of the hidden kernels:
+        our arms and the plain affine map, not the normalised baselines
+        (their normaliser divides the scale out)."""
+        return self.ours or self.normalizer is None
+
 
 def _normalizer(layer_class):
     return lambda channels, name: layer_class(name=name)
@@ -232,6 +239,8 @@ def _hidden_block(
     base_class, base_name = _AFFINE[arm.family]
     base_name = f"{prefix}_{base_name}"
     if arm.normalizer is None:
+        if kernel_initializer is not None:
+            layer_kwargs["kernel_initializer"] = kernel_initializer
         return base_class(
             channels, activation=activation, name=base_name, **layer_kwargs
         )(x)
@@ -270,11 +279,16 @@ def mlp(
         activation: the hidden activation, a Keras name (`"tanh"`,
             `"relu"`, `"leaky_relu"`, ...) or a callable. Defaults to
             `"tanh"`.
-        kernel_scale: positive float or `None`, the standard deviation of a
-            `RandomNormal` kernel initialiser for our layers
-            (`OUR_MLP_VARIANTS`). Defaults to `None` (the layers' default,
-            `RandomNormal(stddev=1.0)`). Baselines keep the Keras default
-            initialisers and do not take it.
+        kernel_scale: positive float or `None`, a multiplier on the
+            default kernel initialiser of the hidden blocks: for our layers
+            (`OUR_MLP_VARIANTS`) the standard deviation of a `RandomNormal`
+            kernel (their default is `RandomNormal(stddev=1.0)`), for
+            `"dense"` a factor on the limit of Keras' `GlorotUniform`
+            (`VarianceScaling(scale=kernel_scale**2, mode="fan_avg",
+            distribution="uniform")`). The normalised baselines divide the
+            scale out and do not take it. The output layer keeps Keras'
+            default, except in `"affine_like_head"`. Defaults to `None`
+            (each layer's own default).
         name: the model's name. Defaults to `None` (`"mlp_<variant>"`).
 
     Returns:
@@ -284,7 +298,7 @@ def mlp(
     Raises:
         ValueError: for an unknown `variant`, a bad `input_shape`,
             `activation` or `kernel_scale`, or `kernel_scale` given to a
-            baseline.
+            normalised baseline.
         TypeError: for a `depth`, `width` or `num_classes` that is not an
             integer, or a `kernel_scale` that is not a number.
 
@@ -361,11 +375,13 @@ def cnn(
         activation: the hidden activation, a Keras name (`"relu"`,
             `"tanh"`, `"leaky_relu"`, ...) or a callable. Defaults to
             `"relu"`.
-        kernel_scale: positive float or `None`, the standard deviation of a
-            `RandomNormal` kernel initialiser for our layers
-            (`OUR_CNN_VARIANTS`). Defaults to `None` (the layers' default,
-            `RandomNormal(stddev=1.0)`). Baselines keep the Keras default
-            initialisers and do not take it.
+        kernel_scale: positive float or `None`, a multiplier on the
+            default kernel initialiser of the convolutions: for our layers
+            (`OUR_CNN_VARIANTS`) the standard deviation of a `RandomNormal`
+            kernel, for `"conv"` a factor on the limit of Keras'
+            `GlorotUniform`. The normalised baselines divide the scale out
+            and do not take it. Defaults to `None` (each layer's own
+            default).
         name: the model's name. Defaults to `None` (`"cnn_<variant>"`).
 
     Returns:
@@ -375,7 +391,7 @@ def cnn(
     Raises:
         ValueError: for an unknown `variant`, a bad `input_shape`,
             `activation` or `kernel_scale`, `kernel_scale` given to a
-            baseline, or a `depth` too large for the image size.
+            normalised baseline, or a `depth` too large for the image size.
         TypeError: for a `depth`, `filters` or `num_classes` that is not an
             integer, or a `kernel_scale` that is not a number.
 
@@ -440,13 +456,19 @@ def _kernel_initializer_factory(arm, kernel_scale):
     """
     if kernel_scale is None:
         return lambda: None
-    if not arm.ours:
+    if not arm.scale_sensitive:
         raise ValueError(
             "Received an invalid value for argument `kernel_scale`. Expected "
-            "None for a baseline variant: the initialisation scale is a "
-            "factor of our layers only "
-            f"({', '.join(arm_names(arm.family, ours=True))}). "
+            f"None for {arm.name!r}: its normaliser divides out the scale of "
+            "the kernel before it, so the scale changes nothing the model "
+            "computes. Variants that take it: "
+            f"{', '.join(a.name for a in ARMS if a.family == arm.family and a.scale_sensitive)}. "
             f"Received: variant={arm.name!r}, kernel_scale={kernel_scale!r}"
         )
     kernel_scale = _validation.positive_float(kernel_scale, "kernel_scale")
-    return lambda: keras.initializers.RandomNormal(stddev=kernel_scale)
+    if arm.ours:
+        return lambda: keras.initializers.RandomNormal(stddev=kernel_scale)
+    # Keras' default, GlorotUniform, with its limit times `kernel_scale`.
+    return lambda: keras.initializers.VarianceScaling(
+        scale=kernel_scale**2, mode="fan_avg", distribution="uniform"
+    )

@@ -155,6 +155,57 @@ def test_passes_the_model_size_and_kernel_scale_to_the_builder(
     )
 
 
+@pytest.mark.parametrize(
+    "cls,builder,variant,kwargs",
+    [
+        (hypermodels.MLPHyperModel, "mlp", "dense", MLP_KWARGS),
+        (hypermodels.CNNHyperModel, "cnn", "conv", CNN_KWARGS),
+    ],
+    ids=["dense", "conv"],
+)
+def test_baseline_kernel_scale_reaches_the_plain_baseline(
+    cls, builder, variant, kwargs, monkeypatch
+):
+    calls = []
+    real = getattr(models, builder)
+
+    def spy(*args, **kw):
+        calls.append(kw["kernel_scale"])
+        return real(*args, **kw)
+
+    monkeypatch.setattr(models, builder, spy)
+    hypermodel = cls(variant, baseline_kernel_scale=2.0, **kwargs)
+    hp, _ = _space(hypermodel)
+    # A fixed setting, not a hyperparameter.
+    assert [p.name for p in hp.space] == ["learning_rate", "optimizer"]
+    assert calls == [2.0]
+
+
+@pytest.mark.parametrize(
+    "cls,variant,kwargs",
+    [
+        (hypermodels.MLPHyperModel, "affine_like", MLP_KWARGS),
+        (hypermodels.MLPHyperModel, "batch_norm", MLP_KWARGS),
+        (hypermodels.CNNHyperModel, "group_norm", CNN_KWARGS),
+    ],
+    ids=["ours", "batch_norm", "group_norm"],
+)
+def test_baseline_kernel_scale_for_another_arm(cls, variant, kwargs):
+    with pytest.raises(
+        ValueError,
+        match=r"Expected None except for the plain baseline \((dense|conv)\).*"
+        rf"Received: variant='{variant}', baseline_kernel_scale=2.0",
+    ):
+        cls(variant, baseline_kernel_scale=2.0, **kwargs)
+
+
+def test_bad_baseline_kernel_scale():
+    with pytest.raises(ValueError, match=r"baseline_kernel_scale=-1"):
+        hypermodels.MLPHyperModel(
+            "dense", baseline_kernel_scale=-1, **MLP_KWARGS
+        )
+
+
 def test_kernel_scales_none_keeps_the_default_initialisation():
     hypermodel = hypermodels.MLPHyperModel(
         "norm_like", kernel_scales=None, **MLP_KWARGS

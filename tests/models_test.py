@@ -486,37 +486,104 @@ def test_bad_activation(builder):
         builder(variant, CNN_INPUT, NUM_CLASSES, activation="relus")
 
 
+NORMALISED = [
+    (builder, arm.name)
+    for builder, family in ((models.mlp, "mlp"), (models.cnn, "cnn"))
+    for arm in models.ARMS
+    if arm.family == family and arm.normalizer is not None
+]
+
+
 @pytest.mark.parametrize(
     "builder,variant",
-    [
-        (models.mlp, v)
-        for v in models.MLP_VARIANTS
-        if v not in models.OUR_MLP_VARIANTS
-    ]
-    + [
-        (models.cnn, v)
-        for v in models.CNN_VARIANTS
-        if v not in models.OUR_CNN_VARIANTS
-    ],
-    ids=[
-        f"mlp_{v}"
-        for v in models.MLP_VARIANTS
-        if v not in models.OUR_MLP_VARIANTS
-    ]
-    + [
-        f"cnn_{v}"
-        for v in models.CNN_VARIANTS
-        if v not in models.OUR_CNN_VARIANTS
-    ],
+    NORMALISED,
+    ids=[f"{b.__name__}_{v}" for b, v in NORMALISED],
 )
-def test_kernel_scale_for_a_baseline(builder, variant):
+def test_kernel_scale_for_a_normalised_baseline(builder, variant):
     with pytest.raises(
         ValueError,
-        match=r"Expected None for a baseline variant: the initialisation "
-        r"scale is a factor of our layers only \(.*\). "
+        match=rf"Expected None for '{variant}': its normaliser divides out "
+        r"the scale of the kernel before it.*Variants that take it: "
+        r"(dense|conv), .*"
         rf"Received: variant='{variant}', kernel_scale=0.5",
     ):
         builder(variant, CNN_INPUT, NUM_CLASSES, kernel_scale=0.5)
+
+
+@pytest.mark.parametrize(
+    "builder,variant",
+    NORMALISED,
+    ids=[f"{b.__name__}_{v}" for b, v in NORMALISED],
+)
+def test_normalised_baselines_divide_out_the_kernel_scale(builder, variant):
+    # Why they do not take `kernel_scale`: every hidden kernel times 3
+    # (the biases are zero at initialisation) leaves the logits unchanged,
+    # in training mode (batch statistics) and out of it, up to the
+    # normaliser's `epsilon` (BatchNormalization's 1e-3 against a variance
+    # of about 0.1 here: under 1%).
+    keras.utils.set_random_seed(0)
+    size = {"width": 16} if builder is models.mlp else {"filters": 8}
+    model = builder(variant, CNN_INPUT, NUM_CLASSES, depth=2, **size)
+    x = np.random.default_rng(0).standard_normal((8, *CNN_INPUT))
+    x = x.astype("float32")
+    before = [testing.to_numpy(model(x, training=t)) for t in (True, False)]
+    hidden = [
+        l for l in model.layers if l.name.startswith(("block", "stage"))
+    ]
+    affine = [
+        l
+        for l in hidden
+        if isinstance(l, (keras.layers.Dense, keras.layers.Conv2D))
+    ]
+    assert len(affine) == 2
+    for layer in affine:
+        layer.kernel.assign(3.0 * layer.kernel)
+    after = [testing.to_numpy(model(x, training=t)) for t in (True, False)]
+    # Out of training, BatchNormalization uses its moving statistics
+    # (0 and 1 at initialisation), which do not divide the scale out.
+    checked = [0] if variant == "batch_norm" else [0, 1]
+    for i in checked:
+        np.testing.assert_allclose(after[i], before[i], rtol=2e-2, atol=2e-3)
+    # The first block's pre-activation did scale by 3.
+    probe = keras.Model(model.inputs, affine[0].output)
+    scaled = testing.to_numpy(probe(x))
+    for layer in affine:
+        layer.kernel.assign(layer.kernel / 3.0)
+    np.testing.assert_allclose(
+        scaled, 3.0 * testing.to_numpy(probe(x)), rtol=1e-4, atol=1e-5
+    )
+
+
+@pytest.mark.parametrize(
+    "builder,variant,size,input_shape",
+    [
+        (models.mlp, "dense", {"width": 64}, (16, 16, 1)),
+        (models.cnn, "conv", {"filters": 32}, (8, 8, 16)),
+    ],
+    ids=["dense", "conv"],
+)
+def test_kernel_scale_multiplies_the_plain_baselines_glorot_limit(
+    builder, variant, size, input_shape
+):
+    model = builder(
+        variant, input_shape, 2, depth=1, kernel_scale=0.25, **size
+    )
+    default = builder(variant, input_shape, 2, depth=1, **size)
+    affine = (keras.layers.Dense, keras.layers.Conv2D)
+    (layer, _) = [l for l in model.layers if isinstance(l, affine)]
+    (plain, _) = [l for l in default.layers if isinstance(l, affine)]
+    kernel = testing.to_numpy(layer.kernel)
+    shape = kernel.shape
+    fan_in = np.prod(shape[:-1])
+    fan_out = shape[-1] * (np.prod(shape[:-2]) if len(shape) > 2 else 1)
+    glorot_limit = np.sqrt(6.0 / (fan_in + fan_out))
+    assert np.abs(kernel).max() <= 0.25 * glorot_limit
+    assert np.abs(kernel).max() > 0.9 * 0.25 * glorot_limit
+    default_kernel = testing.to_numpy(plain.kernel)
+    assert np.abs(default_kernel).max() <= glorot_limit
+    assert np.abs(default_kernel).max() > 0.9 * glorot_limit
+    # The head keeps the Keras default.
+    _assert_plain_head(model, num_classes=2)
 
 
 @pytest.mark.parametrize(

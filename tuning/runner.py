@@ -338,7 +338,7 @@ def _seeds(state, study, condition, c, i, arm, data, options, start):
             arm,
             hp_values,
             data,
-            seed,
+            study.rerun_seed(seed),
             callbacks=callbacks,
             verbose=1 if options.verbose else 0,
         )
@@ -925,7 +925,12 @@ def reproduce(study, options, arm, seed, condition=None):
         f"{data.label}"
     )
     result = training.train_and_evaluate(
-        study, arm, hp_values, data, int(seed), callbacks=options.callbacks
+        study,
+        arm,
+        hp_values,
+        data,
+        study.rerun_seed(seed),
+        callbacks=options.callbacks,
     )
     recorded = float(row["test_accuracy"])
     print(

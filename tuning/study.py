@@ -26,8 +26,10 @@ ending in `.toml`. It has four tables:
   the number of seeds the best setting of each arm is retrained on;
   optionally the training protocol, the same for every arm: `schedule`
   (`"constant"`, the default, or `"cosine"`), `warmup_epochs` (default 0),
-  `momentum` of SGD (default 0.9), and `kernel_scale`, the fixed kernel
-  scale of our arms (default: the layers' own initialiser).
+  `momentum` of SGD (default 0.9), `kernel_scale`, the fixed kernel
+  scale of our arms (default: the layers' own initialiser), and
+  `baseline_kernel_scale`, a fixed multiplier on the Glorot kernels of the
+  plain baseline (`dense`, `conv`; default: Keras' own).
 - `[grid]` (optional): the conditions. Each key is a `[fixed]` key (other
   than `seeds`) or `optimizers`, mapped to a list of values; the study runs
   every combination of them (a *condition*) for every arm, each (condition,
@@ -39,6 +41,18 @@ ending in `.toml`. It has four tables:
   keys used by `--quick` (a pipeline check in minutes) and `--full` (a GPU
   or Colab: the full data, more epochs and trials). Grid values are
   overridden in a `[quick.grid]` or `[full.grid]` table, key by key.
+
+Two top-level keys besides `description`:
+
+- `protocol` (`2`, the default, or `3`): under protocol 3 the seed reruns
+  of a cell train from seeds `RERUN_SEED_BASE + i` (`i` = 0, 1, ...), apart
+  from every search trial's (`seed * TRIAL_SEED_BASE + trial`), so that no
+  rerun replays the trial that won the search; under protocol 2 rerun `i`
+  trains from seed `i`, which is search trial `i`'s seed when the search
+  seed is 0.
+- `selects` in `[compare]`: the `[grid]` keys a *selection study* (a pilot)
+  chooses. Its report ranks their values on validation accuracy only and
+  shows no test number.
 """
 
 import dataclasses
@@ -54,9 +68,26 @@ TUNERS = ("bracket", "random", "bayesian")
 SCHEDULES = ("constant", "cosine")
 DATASETS = ("cifar10", "fashion_mnist")
 OPTIMIZERS = ("sgd", "adam")
-TABLES = ("description", "compare", "search", "fixed", "grid", "quick", "full")
+TABLES = (
+    "description",
+    "protocol",
+    "compare",
+    "search",
+    "fixed",
+    "grid",
+    "quick",
+    "full",
+)
 OVERRIDE_TABLES = ("quick", "full")
-COMPARE_KEYS = ("family", "arms", "comparators", "margin")
+COMPARE_KEYS = ("family", "arms", "comparators", "margin", "selects")
+PROTOCOLS = (2, 3)
+DEFAULT_PROTOCOL = 2
+# Search trial `t` of a study with search seed `s` trains from seed
+# `s * TRIAL_SEED_BASE + t`; under protocol 3, seed rerun `i` from
+# `RERUN_SEED_BASE + i`, which no search seed below
+# `RERUN_SEED_BASE // TRIAL_SEED_BASE` reaches.
+TRIAL_SEED_BASE = 100_000
+RERUN_SEED_BASE = 1_000_000_000
 COMPARE_REQUIRED = ("family", "arms")
 DEFAULT_MARGIN = 0.01
 SEARCH_KEYS = (
@@ -80,7 +111,11 @@ FIXED_DEFAULTS = {
     "warmup_epochs": 0,
     "momentum": 0.9,
     "kernel_scale": None,
+    "baseline_kernel_scale": None,
 }
+# Defaults that a study's config leaves out, so that the config, and the
+# fingerprint of a study written before they existed, stay as they were.
+_UNWRITTEN_DEFAULTS = {"baseline_kernel_scale": None}
 FIXED_KEYS = {
     "mlp": (
         "dataset",
@@ -160,6 +195,10 @@ class Study:
         margin: the non-inferiority margin, in accuracy.
         quick: whether `[quick]` overrides were applied.
         full: whether `[full]` overrides were applied.
+        protocol: `2` or `3`; under 3 the seed reruns train from seeds
+            apart from the search trials' (`rerun_seed`).
+        selects: the `[grid]` keys a selection study chooses on
+            validation; `()` for a comparison.
     """
 
     name: str
@@ -174,6 +213,18 @@ class Study:
     full: bool = False
     comparators: tuple = ()
     margin: float = DEFAULT_MARGIN
+    protocol: int = DEFAULT_PROTOCOL
+    selects: tuple = ()
+
+    def rerun_seed(self, index):
+        """The seed seed rerun `index` (0, 1, ...) of a cell trains from:
+        `index` under protocol 2, `RERUN_SEED_BASE + index` under 3."""
+        index = int(index)
+        return index if self.protocol == 2 else RERUN_SEED_BASE + index
+
+    def trial_seed(self, trial_id):
+        """The seed search trial `trial_id` trains from."""
+        return self.search["seed"] * TRIAL_SEED_BASE + int(trial_id)
 
     @property
     def results_name(self):
@@ -270,6 +321,13 @@ class Study:
             config["full"] = True
         if self.grid:
             config["grid"] = _jsonable(self.grid)
+        if self.protocol != DEFAULT_PROTOCOL:
+            config["protocol"] = self.protocol
+        if self.selects:
+            config["compare"]["selects"] = list(self.selects)
+        for key, value in _UNWRITTEN_DEFAULTS.items():
+            if key in config["fixed"] and config["fixed"][key] == value:
+                del config["fixed"][key]
         return config
 
 
@@ -388,6 +446,23 @@ def _parse(data, path, quick, full):
     search = dict(data["search"])
     fixed = dict(data["fixed"])
     grid = _parse_grid(data.get("grid", {}), family, "[grid]", where)
+    protocol = data.get("protocol", DEFAULT_PROTOCOL)
+    if isinstance(protocol, bool) or protocol not in PROTOCOLS:
+        raise StudyError(
+            f"{where}: `protocol` must be one of {list(PROTOCOLS)}. "
+            f"Received: protocol={protocol!r}"
+        )
+    selects = compare.get("selects", [])
+    if (
+        not isinstance(selects, list)
+        or len(set(map(str, selects))) != len(selects)
+        or any(key not in grid for key in selects)
+    ):
+        raise StudyError(
+            f"{where}: `selects` must be a list of distinct [grid] keys, the "
+            f"settings the study chooses ({list(grid)}). "
+            f"Received: selects={selects!r}"
+        )
     # A grid key may be left out of [fixed] and [search]: the grid sets it.
     _check_keys(
         search,
@@ -464,6 +539,8 @@ def _parse(data, path, quick, full):
         full=full,
         comparators=tuple(comparators),
         margin=float(margin),
+        protocol=protocol,
+        selects=tuple(selects),
     )
     windows = search.get("learning_rate")
     if isinstance(windows, dict):
@@ -537,6 +614,17 @@ def check_values(study, where):
     _check_choice(s, "tuner", TUNERS, where)
     _check_int(s, "max_trials", where)
     _check_int(s, "seed", where, minimum=0)
+    if (
+        study.protocol >= 3
+        and (s["seed"] + 1) * TRIAL_SEED_BASE > RERUN_SEED_BASE
+    ):
+        raise StudyError(
+            f"{where}: under protocol 3 the search trials' seeds "
+            f"(seed * {TRIAL_SEED_BASE} + trial) must stay below the seed "
+            f"reruns' ({RERUN_SEED_BASE} + i); `seed` must be below "
+            f"{RERUN_SEED_BASE // TRIAL_SEED_BASE}. "
+            f"Received: seed={s['seed']!r}"
+        )
     lr = s["learning_rate"]
     if isinstance(lr, dict):
         if len(s["optimizers"]) != 1:
@@ -609,6 +697,14 @@ def check_values(study, where):
         raise StudyError(
             f"{where}: `kernel_scale` must be a positive number. "
             f"Received: kernel_scale={scale!r}"
+        )
+    baseline = f["baseline_kernel_scale"]
+    if baseline is not None and not (
+        _is_number(baseline) and math.isfinite(baseline) and baseline > 0
+    ):
+        raise StudyError(
+            f"{where}: `baseline_kernel_scale` must be a positive number. "
+            f"Received: baseline_kernel_scale={baseline!r}"
         )
     if scale is not None and scales is not None:
         raise StudyError(

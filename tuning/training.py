@@ -18,6 +18,7 @@ import keras
 import keras_tuner
 
 from keras_affine_div import hypermodels
+from keras_affine_div import models
 from tuning import schema
 
 EVAL_BATCH_SIZE = 512
@@ -29,7 +30,8 @@ def make_hypermodel(study, arm, data):
     `study` is resolved at its condition (`Study.at`). For the bracketing
     search, the learning rate is declared over `learning_rate_limits`
     (where the search may go) and `kernel_scale`, when fixed, is the one
-    value of our arms' choice.
+    value of our arms' choice; `baseline_kernel_scale` reaches the plain
+    baseline only (the normalised ones divide the scale out).
     """
     s, f = study.search, study.fixed
     cls = hypermodels.HYPERMODELS[study.family]
@@ -43,6 +45,12 @@ def make_hypermodel(study, arm, data):
         kernel_scales = tuple(s["kernel_scales"])
     else:
         kernel_scales = None
+    arm_ = models.get_arm(study.family, arm)
+    baseline_kernel_scale = (
+        f.get("baseline_kernel_scale")
+        if arm_.scale_sensitive and not arm_.ours
+        else None
+    )
     return cls(
         arm,
         data.input_shape,
@@ -53,6 +61,7 @@ def make_hypermodel(study, arm, data):
         schedule=f["schedule"],
         warmup_epochs=f["warmup_epochs"],
         momentum=f["momentum"],
+        baseline_kernel_scale=baseline_kernel_scale,
         **study.model_kwargs,
     )
 
