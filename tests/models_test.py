@@ -527,9 +527,7 @@ def test_normalised_baselines_divide_out_the_kernel_scale(builder, variant):
     x = np.random.default_rng(0).standard_normal((8, *CNN_INPUT))
     x = x.astype("float32")
     before = [testing.to_numpy(model(x, training=t)) for t in (True, False)]
-    hidden = [
-        l for l in model.layers if l.name.startswith(("block", "stage"))
-    ]
+    hidden = [l for l in model.layers if l.name.startswith(("block", "stage"))]
     affine = [
         l
         for l in hidden
@@ -565,9 +563,7 @@ def test_normalised_baselines_divide_out_the_kernel_scale(builder, variant):
 def test_kernel_scale_multiplies_the_plain_baselines_glorot_limit(
     builder, variant, size, input_shape
 ):
-    model = builder(
-        variant, input_shape, 2, depth=1, kernel_scale=0.25, **size
-    )
+    model = builder(variant, input_shape, 2, depth=1, kernel_scale=0.25, **size)
     default = builder(variant, input_shape, 2, depth=1, **size)
     affine = (keras.layers.Dense, keras.layers.Conv2D)
     (layer, _) = [l for l in model.layers if isinstance(l, affine)]

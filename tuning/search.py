@@ -30,6 +30,7 @@ from tuning import records
 from tuning import schema
 from tuning import training
 from tuning.study import TRIAL_SEED_BASE
+
 # Written in a cell's project once its search is over; restarted workers
 # skip such cells instead of waiting for an oracle that no longer runs.
 SEARCH_DONE_JSON = "search_done.json"
