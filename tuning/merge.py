@@ -122,7 +122,9 @@ def _merge(study, source, out_dir):
     # As `study.json` reads back.
     expected = json.loads(json.dumps(schema.fingerprint(study)))
     for where, fingerprint in ((source, theirs_study), (out_dir, ours_study)):
-        if fingerprint is not None and fingerprint != expected:
+        if fingerprint is not None and not schema.same_study(
+            fingerprint, expected
+        ):
             raise MergeError(
                 f"the runs in {where} were made with another version of the "
                 f"study file (its {schema.STUDY_JSON} differs from "

@@ -48,6 +48,7 @@ from keras_affine_div import models
 from tuning import records
 from tuning import schema
 from tuning import statistics
+from tuning import study as study_module
 
 REPORT_MD = schema.REPORT_MD
 # The layers under test; every other arm is a comparator candidate.
@@ -118,11 +119,21 @@ def write_report(out_dir):
     Raises:
         ReportError: if `trials.csv` is missing or empty.
     """
-    runs, search, summary = read_results(out_dir)
-    text = render(runs, search, summary)
+    text = render_folder(out_dir)
     path = os.path.join(out_dir, REPORT_MD)
     records.write_atomic(path, text)
     return path
+
+
+def render_folder(out_dir):
+    """The report of a study's results folder, as `write_report` writes it.
+
+    Raises:
+        ReportError: if `trials.csv` is missing or empty.
+    """
+    runs, search, summary = read_results(out_dir)
+    fresh = records.read_csv(os.path.join(out_dir, schema.FRESH_SEEDS_CSV))
+    return render(runs, search, summary, fresh)
 
 
 def read_results(out_dir):
@@ -150,17 +161,22 @@ def read_results(out_dir):
     return runs, search, summary or {}
 
 
-def render(runs, search, summary):
+def render(runs, search, summary, fresh=()):
     """The report as Markdown.
 
     Args:
         runs: list of dicts of str, the rows of `trials.csv`.
         search: list of dicts of str, the rows of `search_trials.csv`.
         summary: dict, the content of `summary.json` (`{}` if none).
+        fresh: list of dicts of str, the rows of `fresh_seeds.csv` (the
+            fresh seeds of replaying reruns). Defaults to `()`.
 
     Returns:
         str: the Markdown text.
     """
+    selects = selected_keys(summary, runs[0].get("study"))
+    if selects:
+        return _render_selection(runs, search, summary, fresh, selects)
     protocol = read_protocol(runs, summary)
     cells = cell_verdicts(runs, summary)
     lines = _header(runs, summary, protocol, cells)
@@ -177,10 +193,293 @@ def render(runs, search, summary):
             protocol,
         )
     lines += _bracket_section(runs)
+    lines += _seeds_section(runs, summary, fresh)
+    lines += _fresh_seeds_section(runs, summary, fresh, cells)
     if _batch_size_varies(runs, summary):
         lines += _batch_size_section(runs, summary, protocol)
     lines += _verdict_counts(cells)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def selected_keys(summary, name=None):
+    """The settings a selection study (a pilot) chooses: `[compare]
+    selects` of its config, else of its study file (`summary`'s study, or
+    `name`: for results written before studies declared it); `()` for a
+    comparison."""
+    compare = (summary.get("config") or {}).get("compare") or {}
+    if "selects" in compare:
+        return tuple(compare["selects"])
+    name = summary.get("study") or name
+    if not name or name not in study_module.list_studies():
+        return ()
+    try:
+        return study_module.load_study(name).selects
+    except study_module.StudyError:
+        return ()
+
+
+def choices(runs, summary, selects):
+    """What a selection study chooses, on validation only.
+
+    Cells are grouped by arm and by the grid values outside `selects`; in
+    each group, the value of `selects` whose seed reruns have the highest
+    mean validation accuracy (at the cell's chosen learning rate) is the
+    choice. Test accuracy plays no part.
+
+    Args:
+        runs: the rows of `trials.csv`.
+        summary: dict, the content of `summary.json`.
+        selects: the grid keys chosen.
+
+    Returns:
+        list of dicts, one per group in the order of `runs`: `group` (str:
+        the arm and the other grid values), `options` (list of dicts:
+        `value`, `learning_rate`, `bracketed`, `search_val_accuracy` of the
+        chosen trial, `val_accuracy` mean over the seeds, `seeds`), and
+        `chosen` (the `value` chosen).
+    """
+    grid = [k for k in _grid_keys(summary) or selects if k not in selects]
+    groups = {}
+    for row in runs:
+        group = " ".join([row["arm"]] + [f"{k}={row[k]}" for k in grid])
+        value = ", ".join(f"{k}={row[k]}" for k in selects)
+        groups.setdefault(group, {}).setdefault(value, []).append(row)
+    out = []
+    for group, values in groups.items():
+        options = []
+        for value, rows in values.items():
+            val = [_float(r["val_accuracy"]) for r in rows]
+            options.append(
+                {
+                    "value": value,
+                    "learning_rate": _float(rows[0].get("learning_rate")),
+                    "bracketed": rows[0].get("bracketed", ""),
+                    "search_val_accuracy": _float(
+                        rows[0].get("search_val_accuracy")
+                    ),
+                    "val_accuracy": _mean(val),
+                    "seeds": len(rows),
+                }
+            )
+        best = max(
+            (o for o in options if not math.isnan(o["val_accuracy"])),
+            key=lambda o: o["val_accuracy"],
+            default=None,
+        )
+        out.append(
+            {
+                "group": group,
+                "options": options,
+                "chosen": best["value"] if best else None,
+            }
+        )
+    return out
+
+
+def _render_selection(runs, search, summary, fresh, selects):
+    """The report of a selection study: validation only, no test number."""
+    first = runs[0]
+    dataset = (summary.get("dataset") or {}).get("label") or first.get(
+        "dataset_label", ""
+    )
+    commit = str(summary.get("git_commit") or "")[:10] or "n/a"
+    lines = [
+        f"# {summary.get('study') or first.get('study', 'study')}",
+        "",
+        f"Dataset: {dataset}. Backend: "
+        f"{summary.get('backend') or first.get('backend', '')}. Commit: "
+        f"`{commit}`"
+        + (" (dirty tree)" if summary.get("git_dirty") else "")
+        + f". Wall time: {_wall_time(summary)}.",
+        "",
+        f"Command: `{summary.get('command', '')}`",
+        "",
+        "Written by `python -m tuning.report` from `trials.csv`, "
+        "`search_trials.csv` and `summary.json`.",
+        "",
+        "## Choice, on validation only",
+        "",
+        f"A selection study: it chooses {_names(selects)} for each arm "
+        "(and each value of the other grid keys). Each value searched its "
+        "own learning rate on the validation split; its chosen rate was "
+        "then retrained on the seeds, whose mean validation accuracy ranks "
+        "the values. The search's own best validation accuracy is shown "
+        "too, but it is the maximum over the trials, biased upward, and "
+        "does not rank. Test accuracy is recorded in `trials.csv` and "
+        "shown nowhere here: no setting is chosen on it.",
+        "",
+    ]
+    for choice in choices(runs, summary, selects):
+        lines += [
+            f"### {choice['group']}",
+            "",
+            "| value | learning rate | bracketed | search's best val "
+            "accuracy | seed reruns' val accuracy (mean) | seeds | choice |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for o in choice["options"]:
+            lines.append(
+                f"| {o['value']} | {_num(o['learning_rate'], '.3g')} "
+                f"| {o['bracketed'] or '-'} "
+                f"| {_num(o['search_val_accuracy'], '.4f')} "
+                f"| {_num(o['val_accuracy'], '.4f')} | {o['seeds']} "
+                f"| {'**chosen**' if o['value'] == choice['chosen'] else ''} |"
+            )
+        lines.append("")
+    lines += _bracket_section(runs)
+    lines += _seeds_section(runs, summary, fresh, metric="val_accuracy")
+    replayed = schema.replays(runs, summary.get("config") or {})
+    if replayed:
+        lines += [
+            f"{len(replayed)} of the reruns above replay their search's "
+            "chosen trial: their validation accuracy is the search's best, "
+            "selection-biased, and ranks those values higher than a fresh "
+            "seed would.",
+            "",
+        ]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def with_fresh_seeds(runs, fresh):
+    """`runs` with every replaying rerun that has a fresh seed replaced by
+    it (`fresh_seeds.csv` rows, matched on condition, arm and
+    `replaces_seed`)."""
+    by_key = {
+        (r.get("condition", ""), r["arm"], r["replaces_seed"]): r for r in fresh
+    }
+    return [
+        by_key.get((r.get("condition", ""), r["arm"], r["seed"]), r)
+        for r in runs
+    ]
+
+
+def _seeds_section(runs, summary, fresh, metric="test_accuracy"):
+    """Which seeds each cell's reruns trained from, and which replay the
+    search's chosen trial (with the fresh seed's `metric`)."""
+    config = summary.get("config") or {}
+    search_seed = (config.get("search") or {}).get("seed")
+    if search_seed is None:
+        return []
+    version = config.get("protocol", study_module.DEFAULT_PROTOCOL)
+    replayed = {
+        (r.get("condition", ""), r["arm"]): r
+        for r in schema.replays(runs, config)
+    }
+    fresh = {(r.get("condition", ""), r["arm"]): r for r in fresh}
+    cells = ordered_unique((r.get("condition", ""), r["arm"]) for r in runs)
+    base = study_module.RERUN_SEED_BASE
+    lines = ["## Seeds", ""]
+    if version == 2:
+        lines.append(
+            "Protocol 2: seed rerun i of a cell trains from seed i, search "
+            f"trial t from seed {search_seed} * "
+            f"{study_module.TRIAL_SEED_BASE} + t. A rerun that trains from "
+            "the chosen trial's seed replays the run that won the search on "
+            "validation, bit for bit: "
+            f"{len(replayed)} of {len(cells)} cells here."
+        )
+    else:
+        lines.append(
+            f"Protocol {version}: seed rerun i of a cell trains from seed "
+            f"{base} + i, apart from every search trial's (seed "
+            f"{search_seed} * {study_module.TRIAL_SEED_BASE} + t): no rerun "
+            "replays a search trial."
+        )
+    lines += [
+        "",
+        "| cell | reruns | trained from seeds | chosen search trial (its "
+        f"seed) | replayed by rerun | fresh seed: {metric.replace('_', ' ')} "
+        "(replayed) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for cell in cells:
+        rows = [r for r in runs if (r.get("condition", ""), r["arm"]) == cell]
+        indices = sorted(int(r["seed"]) for r in rows)
+        trained = [study_module.rerun_seed(version, i) for i in indices]
+        trial = rows[0].get("search_trial_id", "")
+        chosen = (
+            f"{trial} ({study_module.trial_seed(search_seed, trial)})"
+            if str(trial).strip().isdigit()
+            else "-"
+        )
+        replay = replayed.get(cell)
+        new = fresh.get(cell)
+        lines.append(
+            f"| {' '.join(c for c in cell if c)} "
+            f"| {_ranges(indices)} | {_ranges(trained)} | {chosen} "
+            f"| {replay['seed'] if replay else 'none'} "
+            + (
+                f"| {new['seed']}: {_num(_float(new[metric]), '.4f')} "
+                f"({_num(_float(replay[metric]), '.4f')}) |"
+                if new and replay
+                else ("| not yet |" if replay else "| - |")
+            )
+        )
+    return lines + [""]
+
+
+def _fresh_seeds_section(runs, summary, fresh, cells):
+    """Every verdict again with each replayed seed replaced by its fresh
+    one."""
+    replayed = schema.replays(runs, summary.get("config") or {})
+    if not replayed or not cells:
+        return []
+    lines = ["## Verdicts with fresh seeds", ""]
+    if not fresh:
+        return lines + [
+            f"{len(replayed)} rerun(s) replay their search's choice and none "
+            "has a fresh seed yet: `python -m tuning.fresh_seeds STUDY` "
+            "trains them.",
+            "",
+        ]
+    replaced = with_fresh_seeds(runs, fresh)
+    again = {
+        (c["condition"], c["arm"], c["comparator"]): c
+        for c in cell_verdicts(replaced, summary)
+    }
+    done = sum(r is not s for r, s in zip(runs, replaced))
+    lines += [
+        f"Each replayed rerun replaced by a fresh seed ({done} of "
+        f"{len(replayed)} have one, `fresh_seeds.csv`), tests Holm-adjusted "
+        "over the study as above:",
+        "",
+        "| condition | comparison | difference as run | verdict as run "
+        "| difference, fresh | verdict, fresh |",
+        "|---|---|---|---|---|---|",
+    ]
+    changed = []
+    for c in cells:
+        key = (c["condition"], c["arm"], c["comparator"])
+        f = again[key]
+        lines.append(
+            f"| {c['condition'] or '-'} | {c['arm']} - {c['comparator']} "
+            f"| {_num(c['diff'], '+.4f')} | {c['verdict']} "
+            f"| {_num(f['diff'], '+.4f')} | {f['verdict']} |"
+        )
+        if c["verdict"].split(" ")[0] != f["verdict"].split(" ")[0]:
+            changed.append(
+                f"{(c['condition'] + ' ') if c['condition'] else ''}"
+                f"{c['arm']} - {c['comparator']}: {c['verdict'].split(' ')[0]} "
+                f"-> {f['verdict'].split(' ')[0]}"
+            )
+    lines += [
+        "",
+        "Verdicts that change with fresh seeds: "
+        + ("; ".join(changed) if changed else "none")
+        + ".",
+        "",
+    ]
+    return lines
+
+
+def _ranges(values):
+    """`0, 1, 2, 3, 4` as `0-4`; other sets listed."""
+    values = list(values)
+    if len(values) > 2 and values == list(
+        range(values[0], values[0] + len(values))
+    ):
+        return f"{values[0]}-{values[-1]}"
+    return ", ".join(str(v) for v in values)
 
 
 def read_protocol(runs, summary):
@@ -236,8 +535,11 @@ def cell_verdicts(runs, summary):
     Returns:
         list of dicts: `condition`, `arm`, `comparator` (str), `diff`,
         `low`, `high`, `p_non_inferior`, `p_superior`, `p_inferior`
-        (adjusted), `detectable` (floats) and `verdict` (str), in the order
-        of the conditions, our arms and the comparators.
+        (adjusted), `detectable` (at one-sided `ALPHA`), `level` (the Holm
+        level of the comparison's smallest p-value), `detectable_at_level`
+        (floats) and `verdict` (str; an inconclusive one names
+        `detectable_at_level`), in the order of the conditions, our arms
+        and the comparators.
     """
     protocol = read_protocol(runs, summary)
     cells = []
@@ -252,6 +554,7 @@ def cell_verdicts(runs, summary):
                 w = statistics.welch(a, b, CONFIDENCE)
                 cells.append(
                     {
+                        "samples": (a, b),
                         "condition": condition,
                         "arm": arm,
                         "comparator": comparator,
@@ -270,15 +573,29 @@ def cell_verdicts(runs, summary):
                         ),
                     }
                 )
-    adjusted = iter(statistics.holm([c[k] for c in cells for k in TESTS]))
+    raw = [c[k] for c in cells for k in TESTS]
+    adjusted = iter(statistics.holm(raw))
+    levels = iter(statistics.holm_levels(raw, ALPHA))
     for c in cells:
+        # The level Holm held the comparison's first-judged test (its
+        # smallest p-value) to: what its seeds could detect at the level
+        # actually applied.
+        own = [(c[k], next(levels)) for k in TESTS]
+        own = [(p, level) for p, level in own if not math.isnan(p)]
+        c["level"] = min(own)[1] if own else math.nan
+        a, b = c.pop("samples")
+        c["detectable_at_level"] = (
+            statistics.detectable_difference(a, b, c["level"], POWER)
+            if own
+            else math.nan
+        )
         for k in TESTS:
             c[k] = next(adjusted)
         c["verdict"] = statistics.verdict(
             c["p_superior"],
             c["p_non_inferior"],
             c["p_inferior"],
-            c["detectable"],
+            c["detectable_at_level"],
             ALPHA,
         )
     return cells
@@ -337,8 +654,11 @@ def _header(runs, summary, protocol, cells):
         f"({len(TESTS)} tests for each of {len(cells)} comparison"
         f"{'' if len(cells) == 1 else 's'}, undefined ones left out).",
         f"- Intervals: {CONFIDENCE:.0%} Welch. Detectable: the smallest "
-        f"true difference a one-sided Welch test at {ALPHA:g} finds with "
-        f"power {POWER:g}, from the seeds' spreads.",
+        f"true difference a one-sided Welch test finds with power "
+        f"{POWER:g}, from the seeds' spreads, at {ALPHA:g} and at the level "
+        "Holm applied to the comparison (that of its smallest p-value, "
+        f"between {ALPHA:g}/{max(tests, 1)} and {ALPHA:g}); an "
+        "inconclusive verdict names the latter.",
         "",
     ]
     return lines
@@ -440,8 +760,9 @@ def _tests_table(cells, rows, protocol):
         "",
         f"| comparison | difference | {CONFIDENCE:.0%} interval "
         f"| p non-inferior (margin {protocol.margin:g}) | p superior "
-        "| p inferior | detectable | verdict |",
-        "|---|---|---|---|---|---|---|---|",
+        f"| p inferior | detectable at {ALPHA:g} | Holm level applied "
+        "| detectable at it | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in cells:
         lines.append(
@@ -450,7 +771,8 @@ def _tests_table(cells, rows, protocol):
             f"| {_num(c['p_non_inferior'], '.3g')} "
             f"| {_num(c['p_superior'], '.3g')} "
             f"| {_num(c['p_inferior'], '.3g')} "
-            f"| {_num(c['detectable'], '.4f')} | {c['verdict']} |"
+            f"| {_num(c['detectable'], '.4f')} | {_num(c['level'], '.2g')} "
+            f"| {_num(c['detectable_at_level'], '.4f')} | {c['verdict']} |"
         )
     return lines + [""]
 

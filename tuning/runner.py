@@ -1078,7 +1078,9 @@ def _check_same_study(study, runs_dir, out_dir, backend):
     fingerprint = schema.fingerprint(study)
     for folder in (runs_dir, out_dir):
         previous = records.read_json(os.path.join(folder, schema.STUDY_JSON))
-        if previous is not None and previous != fingerprint:
+        if previous is not None and not schema.same_study(
+            previous, fingerprint
+        ):
             raise SweepError(
                 f"the study changed since its runs in {folder} were made "
                 "(only max_trials and seeds may change on resume); pass "

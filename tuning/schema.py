@@ -24,6 +24,7 @@ without the KerasTuner projects of `tuning/runs/`, an unfinished search
 included.
 """
 
+import json
 import math
 import os
 import statistics
@@ -46,6 +47,9 @@ SUMMARY_JSON = "summary.json"
 REPORT_MD = "report.md"
 # In the runs and results folders: what the study was when they were made.
 STUDY_JSON = "study.json"
+# Seeds trained afresh for the reruns that replayed their search's choice
+# (`tuning.fresh_seeds`).
+FRESH_SEEDS_CSV = "fresh_seeds.csv"
 
 # The names of the hyperparameters in the result tables.
 LEARNING_RATE = hypermodels.LEARNING_RATE
@@ -350,6 +354,40 @@ def run_row(
     return row
 
 
+def replays(runs, config):
+    """The rows of `trials.csv` that replay their cell's chosen search trial.
+
+    A rerun replays it when it trained from the chosen trial's seed (its
+    learning rate is the chosen one by construction): under protocol 2 with
+    search seed 0, rerun `i` of a cell whose search chose trial `i`.
+
+    Args:
+        runs: the rows of `trials.csv` (dicts of str).
+        config: the study's config (`summary.json`'s `config`, or
+            `Study.config()`).
+
+    Returns:
+        list: the replaying rows, in the order of `runs`.
+    """
+    protocol = config.get("protocol", study_module.DEFAULT_PROTOCOL)
+    search_seed = (config.get("search") or {}).get("seed")
+    if search_seed is None:
+        return []
+    return [
+        r
+        for r in runs
+        if str(r.get("search_trial_id", "")).strip().isdigit()
+        and study_module.rerun_seed(protocol, r["seed"])
+        == study_module.trial_seed(search_seed, r["search_trial_id"])
+    ]
+
+
+def fresh_seed_columns(study):
+    """The columns of `fresh_seeds.csv`: those of `trials.csv` (`seed` the
+    seed trained from), then `replaces_seed`."""
+    return (*run_columns(study), "replaces_seed")
+
+
 def read_runs(out_dir, backend):
     """The rows of trials.csv by (condition, arm, seed).
 
@@ -402,6 +440,20 @@ def fingerprint(study):
     config["fixed"].pop("seeds")
     config.pop("description")
     return config
+
+
+def same_study(previous, current):
+    """Whether two `study.json` fingerprints describe the same runs:
+    equal but for what only the report reads (`compare.selects`)."""
+    if previous is None or current is None:
+        return previous is current
+
+    def runs_part(config):
+        config = json.loads(json.dumps(config))
+        config.get("compare", {}).pop("selects", None)
+        return config
+
+    return runs_part(previous) == runs_part(current)
 
 
 # The summary.

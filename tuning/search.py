@@ -29,7 +29,7 @@ from tuning import patches
 from tuning import records
 from tuning import schema
 from tuning import training
-from tuning.study import TRIAL_SEED_BASE
+from tuning.study import trial_seed
 
 # Written in a cell's project once its search is over; restarted workers
 # skip such cells instead of waiting for an oracle that no longer runs.
@@ -140,7 +140,7 @@ class ArmTuner(keras_tuner.Tuner):
             self.data,
             self.epochs,
             self.batch_size,
-            seed=self.search_seed * TRIAL_SEED_BASE + int(trial.trial_id),
+            seed=trial_seed(self.search_seed, trial.trial_id),
             callbacks=callbacks,
             verbose=self.fit_verbose,
         )

@@ -154,6 +154,36 @@ def holm(p_values):
     return adjusted
 
 
+def holm_levels(p_values, alpha=0.05):
+    """The level each p-value is held to in Holm's step-down procedure.
+
+    With the `m` non-`nan` p-values sorted ascending, `p_(i)` (from 1) is
+    compared with `alpha / (m - i + 1)` once every smaller one has passed:
+    `alpha / m` for the smallest, `alpha` for the largest. Ties take the
+    order given.
+
+    Args:
+        p_values: list of floats in [0, 1] or `nan`.
+        alpha: float in (0, 1), the family-wise level. Defaults to `0.05`.
+
+    Returns:
+        list of floats: the levels, same length and order (`nan` for `nan`).
+
+    Raises:
+        ValueError: if `alpha` is not in (0, 1).
+    """
+    _check_probability("alpha", alpha)
+    p_values = [float(p) for p in p_values]
+    order = sorted(
+        (i for i, p in enumerate(p_values) if not math.isnan(p)),
+        key=lambda i: p_values[i],
+    )
+    levels = [math.nan] * len(p_values)
+    for rank, i in enumerate(order):
+        levels[i] = alpha / (len(order) - rank)
+    return levels
+
+
 def detectable_difference(a, b, alpha=0.05, power=0.8):
     """The smallest true difference a one-sided Welch test would detect.
 

@@ -217,14 +217,12 @@ class Study:
     selects: tuple = ()
 
     def rerun_seed(self, index):
-        """The seed seed rerun `index` (0, 1, ...) of a cell trains from:
-        `index` under protocol 2, `RERUN_SEED_BASE + index` under 3."""
-        index = int(index)
-        return index if self.protocol == 2 else RERUN_SEED_BASE + index
+        """The seed rerun `index` (0, 1, ...) of a cell trains from."""
+        return rerun_seed(self.protocol, index)
 
     def trial_seed(self, trial_id):
         """The seed search trial `trial_id` trains from."""
-        return self.search["seed"] * TRIAL_SEED_BASE + int(trial_id)
+        return trial_seed(self.search["seed"], trial_id)
 
     @property
     def results_name(self):
@@ -329,6 +327,19 @@ class Study:
             if key in config["fixed"] and config["fixed"][key] == value:
                 del config["fixed"][key]
         return config
+
+
+def rerun_seed(protocol, index):
+    """The seed that seed rerun `index` (0, 1, ...) of a cell trains from:
+    `index` under protocol 2, `RERUN_SEED_BASE + index` under protocol 3."""
+    index = int(index)
+    return index if int(protocol) == 2 else RERUN_SEED_BASE + index
+
+
+def trial_seed(search_seed, trial_id):
+    """The seed search trial `trial_id` trains from, for the study's search
+    seed `search_seed`."""
+    return int(search_seed) * TRIAL_SEED_BASE + int(trial_id)
 
 
 def list_studies():

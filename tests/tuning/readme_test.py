@@ -96,7 +96,7 @@ def test_readme_rows_are_lines_of_the_report(study):
 @pytest.mark.parametrize("study", _finished_bracketed_studies())
 def test_committed_report_is_what_the_files_give(study):
     out_dir = str(RESULTS / study)
-    text = report.render(*report.read_results(out_dir))
+    text = report.render_folder(out_dir)
     assert text == (RESULTS / study / report.REPORT_MD).read_text()
 
 

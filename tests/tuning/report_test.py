@@ -19,6 +19,8 @@ CELL_KEYS = {
     "p_superior",
     "p_inferior",
     "detectable",
+    "level",
+    "detectable_at_level",
     "verdict",
 }
 # Per-seed offsets: every arm has the same spread.
@@ -213,10 +215,33 @@ def test_cell_verdicts_holm_over_the_whole_study():
     ] == (pytest.approx(adjusted))
     # c2 is non-inferior before the adjustment, not after it.
     assert raw[6] < 0.05 < cells[2]["p_non_inferior"]
+    # The level Holm held each comparison to: 0.05 / (m - rank + 1) for the
+    # rank (from 1) of its smallest p-value among all 12, and what its
+    # seeds detect at that level.
+    ranked = sorted(range(len(raw)), key=lambda i: raw[i])
+    for j, c in enumerate(cells):
+        first = min(range(3 * j, 3 * j + 3), key=lambda i: raw[i])
+        rank = ranked.index(first) + 1
+        assert c["level"] == pytest.approx(0.05 / (len(raw) - rank + 1))
+        a = [
+            float(r["test_accuracy"])
+            for r in runs
+            if (r["condition"], r["arm"]) == (c["condition"], "affine_like")
+        ]
+        b = [
+            float(r["test_accuracy"])
+            for r in runs
+            if (r["condition"], r["arm"]) == (c["condition"], c["comparator"])
+        ]
+        assert c["detectable_at_level"] == pytest.approx(
+            statistics.detectable_difference(a, b, alpha=c["level"])
+        )
+        assert c["detectable_at_level"] > c["detectable"]
     assert [c["verdict"] for c in cells] == [
         "superior",
         "superior",
-        "inconclusive (could detect >= 0.010)",
+        # What its seeds detect at its Holm level (0.010 at 0.05).
+        "inconclusive (could detect >= 0.017)",
         "inferior",
     ]
 

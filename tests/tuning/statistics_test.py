@@ -86,6 +86,22 @@ def test_holm_hand_case():
     assert adjusted == pytest.approx([0.03, 0.06, 0.06, 0.02])
 
 
+def test_holm_levels_step_down():
+    levels = statistics.holm_levels([0.01, math.nan, 0.04, 0.03, 0.005])
+    # Sorted: 0.005 (alpha/4), 0.01 (alpha/3), 0.03 (alpha/2), 0.04 (alpha).
+    assert levels[0] == pytest.approx(0.05 / 3)
+    assert math.isnan(levels[1])
+    assert levels[2:] == pytest.approx([0.05, 0.05 / 2, 0.05 / 4])
+    # A p-value passes Holm exactly when it and every smaller one are below
+    # their levels.
+    p = [0.01, 0.04, 0.03, 0.005]
+    adjusted = statistics.holm(p)
+    levels = statistics.holm_levels(p)
+    for i in range(len(p)):
+        smaller = [j for j in range(len(p)) if p[j] <= p[i]]
+        assert (adjusted[i] < 0.05) == all(p[j] < levels[j] for j in smaller)
+
+
 def test_holm_leaves_nan_out_and_caps_at_one():
     adjusted = statistics.holm([0.01, math.nan, 0.04, 0.03, 0.005, 0.9])
     assert math.isnan(adjusted[1])
