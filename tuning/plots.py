@@ -18,7 +18,14 @@ LR_SWEEP_PNG = "val_accuracy_vs_learning_rate.png"
 
 
 def plot_all(
-    out_dir, title, arms, runs, curves, search_trials, conditions=None
+    out_dir,
+    title,
+    arms,
+    runs,
+    curves,
+    search_trials,
+    conditions=None,
+    metric="test_accuracy",
 ):
     """Writes the three plots of a study into `out_dir`.
 
@@ -32,13 +39,21 @@ def plot_all(
         conditions: the condition names of a study with a grid (rows are
             matched on their `condition` column), one panel each; `None`
             for one plot of all rows.
+        metric: the column of `runs` that `accuracy.png` shows:
+            `"test_accuracy"`, or `"val_accuracy"` for a selection study
+            (which chooses on validation and shows no test number).
 
     Returns:
         list: the paths written.
     """
     return [
         plot_accuracy(
-            os.path.join(out_dir, ACCURACY_PNG), title, arms, runs, conditions
+            os.path.join(out_dir, ACCURACY_PNG),
+            title,
+            arms,
+            runs,
+            conditions,
+            metric,
         ),
         plot_learning_curves(
             os.path.join(out_dir, LEARNING_CURVES_PNG),
@@ -85,26 +100,31 @@ def _panels(conditions, rows, panel_size, ncols_max=4, **kwargs):
     return fig, panels
 
 
-def plot_accuracy(path, title, arms, runs, conditions=None):
-    """Test accuracy per arm: one point per seed, and their mean."""
+def plot_accuracy(path, title, arms, runs, conditions=None, metric=None):
+    """Test (or validation) accuracy per arm: one point per seed, and their
+    mean."""
+    metric = metric or "test_accuracy"
+    what = metric.split("_")[0]
+    what = "validation" if what == "val" else what
+    heading = f"{title}\n{what} accuracy of the best setting, per seed"
     if conditions is None:
         fig, ax = plt.subplots(figsize=(1.6 * len(arms) + 2.5, 4))
-        _draw_accuracy(ax, arms, runs)
-        ax.set_title(f"{title}\ntest accuracy of the best setting, per seed")
+        _draw_accuracy(ax, arms, runs, metric=metric)
+        ax.set_title(heading)
         return _save(fig, path)
     fig, panels = _panels(
         conditions, runs, (0.9 * len(arms) + 1.5, 3.6), sharey=True
     )
     for ax, name, rows in panels:
-        _draw_accuracy(ax, arms, rows, rotate=True)
+        _draw_accuracy(ax, arms, rows, rotate=True, metric=metric)
         ax.set_title(name, fontsize=9)
-    fig.suptitle(f"{title}\ntest accuracy of the best setting, per seed")
+    fig.suptitle(heading)
     return _save(fig, path)
 
 
-def _draw_accuracy(ax, arms, runs, rotate=False):
+def _draw_accuracy(ax, arms, runs, rotate=False, metric="test_accuracy"):
     for i, arm in enumerate(arms):
-        accs = [float(r["test_accuracy"]) for r in runs if r["arm"] == arm]
+        accs = [float(r[metric]) for r in runs if r["arm"] == arm]
         if not accs:
             continue
         offsets = [(j - (len(accs) - 1) / 2) * 0.06 for j in range(len(accs))]
@@ -139,7 +159,7 @@ def _draw_accuracy(ax, arms, runs, rotate=False):
         **({"rotation": 45, "ha": "right"} if rotate else {}),
     )
     ax.set_xlim(-0.6, len(arms) - 0.4)
-    ax.set_ylabel("test accuracy")
+    ax.set_ylabel(metric.replace("val_", "validation ").replace("_", " "))
     ax.grid(axis="y", alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8)

@@ -765,6 +765,7 @@ def _finish(state, datas, backend, role, start, git_at_start, options, out_dir):
         list(state.curves.values()),
         state.search_rows,
         conditions=[c.name for c in conditions] if study.grid else None,
+        metric="val_accuracy" if study.selects else "test_accuracy",
     )
     summary = schema.summary(
         study,

@@ -1,0 +1,368 @@
+"""Protocol v3's rules, each on a study where breaking it would show.
+
+- Seeds apart: under protocol 2 a seed rerun replays the search's chosen
+  trial bit for bit; under protocol 3 none does, and `schema.replays`
+  finds exactly the replays. `tuning.fresh_seeds` trains a fresh seed for
+  each, and the report gives the verdicts both ways.
+- Only validation chooses: the report of a selection study ranks its
+  values on the seed reruns' validation accuracy and shows no test number,
+  even where the test split would choose otherwise.
+"""
+
+import pathlib
+
+import pytest
+
+from tests.tuning import common
+from tuning import fresh_seeds
+from tuning import records
+from tuning import report
+from tuning import runner
+from tuning import schema
+from tuning import study as study_module
+
+
+def _tiny(tmp_path, protocol=None, seed=0):
+    # The random tuner with one trial: that trial is the choice, and under
+    # protocol 2 its seed (0) is rerun 0's.
+    path = common.write_study(
+        tmp_path / f"tiny{protocol or ''}.toml", max_trials=1
+    )
+    text = pathlib.Path(path).read_text().replace("seed = 0", f"seed = {seed}")
+    if protocol is not None:
+        text = f"protocol = {protocol}\n" + text
+    pathlib.Path(path).write_text(text)
+    return study_module.load_study(path)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The tiny study run under protocols 2 and 3: {protocol: out_dir}."""
+    tmp = tmp_path_factory.mktemp("protocol")
+    data_dir = common.write_image_folder(tmp / "cifar10")
+    out = {}
+    for protocol in (2, 3):
+        study = _tiny(tmp, protocol)
+        runner.run(
+            study,
+            runner.Options(
+                data_dir=data_dir,
+                results_dir=str(tmp / "results"),
+                runs_dir=str(tmp / "runs"),
+            ),
+        )
+        out[protocol] = (study, tmp / "results" / study.results_name, data_dir)
+    return out
+
+
+def _rows(out_dir, name=schema.TRIALS_CSV):
+    return records.read_csv(out_dir / name)
+
+
+def test_protocol_2_replays_the_chosen_trial_and_3_does_not(runs):
+    for protocol, (study, out_dir, _) in runs.items():
+        rows = _rows(out_dir)
+        search = _rows(out_dir, schema.SEARCH_TRIALS_CSV)
+        replays = schema.replays(rows, study.config())
+        for row in rows:
+            (trial,) = [
+                t
+                for t in search
+                if t["arm"] == row["arm"]
+                and t["trial_id"] == row["search_trial_id"]
+            ]
+            same = row["val_loss"] == trial["val_loss"]
+            if protocol == 2 and row["seed"] == "0":
+                # Trial 0 trained from seed 0, and so did rerun 0: the same
+                # run, to the last bit.
+                assert same and row in replays
+            else:
+                assert not same and row not in replays
+        assert len(replays) == (2 if protocol == 2 else 0)
+
+
+def test_reports_say_which_seeds_trained(runs):
+    text = (runs[2][1] / schema.REPORT_MD).read_text()
+    assert "## Seeds" in text
+    assert "bit for bit: 2 of 2 cells here." in text
+    assert "| dense | 0, 1 | 0, 1 | 0 (0) | 0 | not yet |" in text
+    assert "## Verdicts with fresh seeds" in text
+    text = (runs[3][1] / schema.REPORT_MD).read_text()
+    base = study_module.RERUN_SEED_BASE
+    assert f"seed {base} + i, apart from every search trial's" in text
+    assert f"| dense | 0, 1 | {base}, {base + 1} | 0 (0) | none | - |" in text
+    assert "## Verdicts with fresh seeds" not in text
+
+
+def test_fresh_seeds_stand_in_for_the_replays(runs, capsys):
+    study, out_dir, data_dir = runs[2]
+    options = fresh_seeds.Options(
+        results_dir=str(out_dir.parent), data_dir=data_dir
+    )
+    assert (
+        fresh_seeds.run(study, dataclass_replace(options, dry_run=True)) == []
+    )
+    assert (
+        "2 replaying rerun(s) without a fresh seed" in capsys.readouterr().out
+    )
+    assert not (out_dir / schema.FRESH_SEEDS_CSV).exists()
+
+    written = fresh_seeds.run(study, options)
+    rows = _rows(out_dir, schema.FRESH_SEEDS_CSV)
+    assert [r["arm"] for r in rows] == ["dense", "affine_like"]
+    replayed = {r["arm"]: r for r in _rows(out_dir) if r["seed"] == "0"}
+    for row in rows:
+        assert row["seed"] == str(study_module.RERUN_SEED_BASE)
+        assert row["replaces_seed"] == "0"
+        assert row["val_loss"] != replayed[row["arm"]]["val_loss"]
+        assert row["learning_rate"] == replayed[row["arm"]]["learning_rate"]
+    assert len(written) == 2
+    # Done once: a second run trains nothing.
+    assert fresh_seeds.run(study, options) == []
+    assert fresh_seeds.pending(study, str(out_dir)) == []
+
+    text = report.render_folder(str(out_dir))
+    assert "## Verdicts with fresh seeds" in text
+    assert "(2 of 2 have one, `fresh_seeds.csv`)" in text
+    fresh = {r["arm"]: r for r in rows}
+    assert (
+        f"| {study_module.RERUN_SEED_BASE}: "
+        f"{float(fresh['dense']['test_accuracy']):.4f} "
+        f"({float(replayed['dense']['test_accuracy']):.4f}) |"
+    ) in text
+    replaced = report.with_fresh_seeds(_rows(out_dir), rows)
+    assert [r["seed"] for r in replaced] == [
+        str(study_module.RERUN_SEED_BASE),
+        "1",
+        str(study_module.RERUN_SEED_BASE),
+        "1",
+    ]
+
+
+def dataclass_replace(options, **changes):
+    import dataclasses
+
+    return dataclasses.replace(options, **changes)
+
+
+def test_fresh_seeds_errors(runs, tmp_path, capsys):
+    study, out_dir, _ = runs[2]
+    with pytest.raises(fresh_seeds.FreshSeedsError, match="run the study"):
+        fresh_seeds.pending(study, str(tmp_path))
+    with pytest.raises(
+        fresh_seeds.FreshSeedsError, match=r"Received: arms=\['conv'\]"
+    ):
+        fresh_seeds.pending(study, str(out_dir), arms=("conv",))
+    with pytest.raises(
+        fresh_seeds.FreshSeedsError, match=r"Received: conditions=\['c'\]"
+    ):
+        fresh_seeds.pending(study, str(out_dir), conditions=("c",))
+    assert fresh_seeds.main(["no-such-study"]) == 2
+    assert "Unknown study" in capsys.readouterr().err
+
+
+def test_replays_need_the_chosen_trials_seed():
+    runs = [
+        {"arm": "a", "seed": "3", "search_trial_id": "03"},
+        {"arm": "a", "seed": "2", "search_trial_id": "03"},
+        {"arm": "b", "seed": "1", "search_trial_id": ""},
+    ]
+    config = {"search": {"seed": 0}}
+    assert schema.replays(runs, config) == [runs[0]]
+    assert schema.replays(runs, {"search": {"seed": 1}}) == []
+    assert schema.replays(runs, dict(config, protocol=3)) == []
+
+
+# The study file's rules.
+
+
+def test_protocol_3_seeds_are_apart_from_every_search_seed(tmp_path):
+    study = _tiny(tmp_path, 3, seed=9999)
+    base = study_module.RERUN_SEED_BASE
+    assert study.protocol == 3 and study.rerun_seed(4) == base + 4
+    assert study.trial_seed(99_999) < study.rerun_seed(0)
+    assert study.config()["protocol"] == 3
+    # Protocol 2 stays what it was, and its config does not name it.
+    old = _tiny(tmp_path, None)
+    assert old.protocol == 2 and old.rerun_seed(4) == 4
+    assert "protocol" not in old.config()
+    with pytest.raises(
+        study_module.StudyError,
+        match=r"the search trials' seeds .* `seed` must be below 10000. "
+        r"Received: seed=10000",
+    ):
+        _tiny(tmp_path, 3, seed=10_000)
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("protocol = 4\n", r"`protocol` must be one of \[2, 3\]. "),
+        ("protocol = true\n", r"Received: protocol=True"),
+        ("protocol = '3'\n", r"Received: protocol='3'"),
+    ],
+    ids=["four", "bool", "string"],
+)
+def test_bad_protocol(tmp_path, text, match):
+    path = common.write_study(tmp_path / "bad.toml")
+    pathlib.Path(path).write_text(text + pathlib.Path(path).read_text())
+    with pytest.raises(study_module.StudyError, match=match):
+        study_module.load_study(path)
+
+
+@pytest.mark.parametrize(
+    "selects, match",
+    [
+        ('["depth"]', r"Received: selects=\['depth'\]"),
+        ('"epochs"', r"Received: selects='epochs'"),
+        ('["epochs", "epochs"]', r"Received: selects=\['epochs', 'epochs'\]"),
+    ],
+    ids=["not_a_grid_key", "not_a_list", "twice"],
+)
+def test_bad_selects(tmp_path, selects, match):
+    path = common.write_study(tmp_path / "bad.toml", grid="epochs = [1, 2]")
+    text = pathlib.Path(path).read_text()
+    text = text.replace(
+        'arms = ["dense", "affine_like"]',
+        (f'arms = ["dense", "affine_like"]\nselects = {selects}'),
+    )
+    pathlib.Path(path).write_text(text)
+    with pytest.raises(
+        study_module.StudyError,
+        match=r"`selects` must be a list of distinct \[grid\] keys.*" + match,
+    ):
+        study_module.load_study(path)
+
+
+def test_selects_is_not_part_of_what_a_resume_compares(tmp_path):
+    path = common.write_study(tmp_path / "s.toml", grid="epochs = [1, 2]")
+    plain = study_module.load_study(path)
+    text = (
+        pathlib.Path(path)
+        .read_text()
+        .replace(
+            'arms = ["dense", "affine_like"]',
+            'arms = ["dense", "affine_like"]\nselects = ["epochs"]',
+        )
+    )
+    pathlib.Path(path).write_text(text)
+    selecting = study_module.load_study(path)
+    assert selecting.selects == ("epochs",)
+    assert schema.fingerprint(plain) != schema.fingerprint(selecting)
+    assert schema.same_study(
+        schema.fingerprint(plain), schema.fingerprint(selecting)
+    )
+    changed = dict(schema.fingerprint(plain), protocol=3)
+    assert not schema.same_study(changed, schema.fingerprint(plain))
+
+
+@pytest.mark.parametrize(
+    "value, match",
+    [
+        ("0", r"Received: baseline_kernel_scale=0"),
+        ("-1.5", r"Received: baseline_kernel_scale=-1.5"),
+        ('"2"', r"Received: baseline_kernel_scale='2'"),
+    ],
+    ids=["zero", "negative", "string"],
+)
+def test_bad_baseline_kernel_scale(tmp_path, value, match):
+    path = common.write_study(tmp_path / "bad.toml")
+    text = (
+        pathlib.Path(path)
+        .read_text()
+        .replace("seeds = 2", f"seeds = 2\nbaseline_kernel_scale = {value}")
+    )
+    pathlib.Path(path).write_text(text)
+    with pytest.raises(
+        study_module.StudyError,
+        match=r"`baseline_kernel_scale` must be a positive number. " + match,
+    ):
+        study_module.load_study(path)
+
+
+def test_baseline_kernel_scale_leaves_older_configs_as_they_were(tmp_path):
+    path = common.write_study(tmp_path / "s.toml")
+    study = study_module.load_study(path)
+    assert study.fixed["baseline_kernel_scale"] is None
+    assert "baseline_kernel_scale" not in study.config()["fixed"]
+    text = (
+        pathlib.Path(path)
+        .read_text()
+        .replace("seeds = 2", "seeds = 2\nbaseline_kernel_scale = 2.0")
+    )
+    pathlib.Path(path).write_text(text)
+    study = study_module.load_study(path)
+    assert study.config()["fixed"]["baseline_kernel_scale"] == 2.0
+
+
+# Only validation chooses.
+
+
+def _selection_rows():
+    # Scale 0.5 wins on validation, 1.0 on test: the report must choose 0.5
+    # and show neither test number.
+    rows = []
+    for value, val, test in ((0.5, 0.61, 0.4321), (1.0, 0.55, 0.8765)):
+        rows.append(
+            {
+                "study": "pilot",
+                "condition": f"kernel_scale-{value}",
+                "kernel_scale": str(value),
+                "arm": "affine_like",
+                "seed": "0",
+                "test_accuracy": str(test),
+                "val_accuracy": str(val),
+                "search_val_accuracy": str(val + 0.01),
+                "search_trial_id": "02",
+                "learning_rate": "0.1",
+                "bracketed": "True",
+                "lr_below_factor": "2.0",
+                "lr_above_factor": "2.0",
+            }
+        )
+    return rows
+
+
+def _selection_summary():
+    return {
+        "study": "pilot",
+        "config": {
+            "compare": {
+                "family": "mlp",
+                "arms": ["affine_like"],
+                "comparators": [],
+                "selects": ["kernel_scale"],
+            },
+            "search": {"tuner": "bracket", "seed": 0},
+            "fixed": {},
+            "grid": {"kernel_scale": [0.5, 1.0]},
+        },
+    }
+
+
+def test_a_selection_study_chooses_on_validation_and_shows_no_test():
+    rows = _selection_rows()
+    (choice,) = report.choices(rows, _selection_summary(), ("kernel_scale",))
+    assert choice["chosen"] == "kernel_scale=0.5"
+    text = report.render(rows, [], _selection_summary())
+    assert (
+        "| kernel_scale=0.5 | 0.1 | True | 0.6200 | 0.6100 | 1 | **chosen** |"
+        in text
+    )
+    assert "| kernel_scale=1.0 | 0.1 | True | 0.5600 | 0.5500 | 1 |  |" in text
+    for test in ("0.4321", "0.8765", "0.432", "0.877", "test accuracy |"):
+        assert test not in text
+    # The same rows in a comparison would show the test numbers.
+    summary = _selection_summary()
+    del summary["config"]["compare"]["selects"]
+    assert "0.4321" in report.render(rows, [], summary)
+
+
+def test_selection_is_read_from_the_study_file_of_older_results():
+    # Results written before `selects` existed: the study file says it.
+    summary = {"study": "cifar10-mlp-v2-pilot-sgd", "config": {}}
+    assert report.selected_keys(summary) == ("kernel_scale",)
+    assert report.selected_keys({"study": "smoke"}) == ()
+    assert report.selected_keys({}, "cifar10-cnn-v2-pilot-epochs") == (
+        "epochs",
+    )
