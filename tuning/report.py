@@ -133,7 +133,28 @@ def render_folder(out_dir):
     """
     runs, search, summary = read_results(out_dir)
     fresh = records.read_csv(os.path.join(out_dir, schema.FRESH_SEEDS_CSV))
-    return render(runs, search, summary, fresh)
+    return render(runs, search, summary, fresh, read_repeats(out_dir))
+
+
+def read_repeats(out_dir):
+    """The seed reruns of a study's repeated searches.
+
+    Returns:
+        dict: search seed (int) to the rows of its `trials.csv`, for every
+        `repeats/search-seed-<N>/` folder with rows, by seed.
+    """
+    folder = os.path.join(out_dir, study_module.REPEATS_DIR)
+    if not os.path.isdir(folder):
+        return {}
+    repeats = {}
+    for name in os.listdir(folder):
+        prefix = "search-seed-"
+        if not name.startswith(prefix) or not name[len(prefix) :].isdigit():
+            continue
+        rows = records.read_csv(os.path.join(folder, name, schema.TRIALS_CSV))
+        if rows:
+            repeats[int(name[len(prefix) :])] = rows
+    return dict(sorted(repeats.items()))
 
 
 def read_results(out_dir):
@@ -161,7 +182,7 @@ def read_results(out_dir):
     return runs, search, summary or {}
 
 
-def render(runs, search, summary, fresh=()):
+def render(runs, search, summary, fresh=(), repeats=None):
     """The report as Markdown.
 
     Args:
@@ -170,6 +191,8 @@ def render(runs, search, summary, fresh=()):
         summary: dict, the content of `summary.json` (`{}` if none).
         fresh: list of dicts of str, the rows of `fresh_seeds.csv` (the
             fresh seeds of replaying reruns). Defaults to `()`.
+        repeats: dict, search seed to the `trials.csv` rows of a repeated
+            search (`read_repeats`). Defaults to `None` (none).
 
     Returns:
         str: the Markdown text.
@@ -195,6 +218,9 @@ def render(runs, search, summary, fresh=()):
     lines += _bracket_section(runs)
     lines += _seeds_section(runs, summary, fresh)
     lines += _fresh_seeds_section(runs, summary, fresh, cells)
+    lines += _selection_noise_section(
+        with_fresh_seeds(runs, fresh), summary, repeats or {}, protocol
+    )
     if _batch_size_varies(runs, summary):
         lines += _batch_size_section(runs, summary, protocol)
     lines += _verdict_counts(cells)
@@ -466,6 +492,186 @@ def _fresh_seeds_section(runs, summary, fresh, cells):
         "",
         "Verdicts that change with fresh seeds: "
         + ("; ".join(changed) if changed else "none")
+        + ".",
+        "",
+    ]
+    return lines
+
+
+def selection_noise(runs, summary, repeats, margin):
+    """How far repeated searches move a study's results and verdicts.
+
+    Args:
+        runs: the rows of `trials.csv` (replayed seeds already replaced by
+            their fresh ones, where there are any).
+        summary: dict, the content of `summary.json`.
+        repeats: dict, search seed to a repeated search's `trials.csv` rows.
+        margin: float, the non-inferiority margin.
+
+    Returns:
+        dict: `cells` (per repeated (condition, arm, search seed): `rate`
+        and `repeat_rate` chosen, `mean` and `repeat_mean` test accuracy,
+        `diff` = repeat minus study), `noise` (the root mean square of the
+        `diff`s: the study-level selection noise, seed noise included;
+        `nan` without repeats), and `verdicts` (per comparison of
+        `cell_verdicts`: `verdict`, `diff`, `boundary` (0 for
+        "superior", -margin otherwise), `repeated` (the verdict with every
+        repeated cell replaced by each repeat, one per search seed that
+        repeats one of its arms), and `fragile`, the reasons it is: it
+        flips under a repeat, or its difference lies within `noise` of its
+        boundary; an inconclusive verdict is never a finding, so never
+        fragile).
+    """
+
+    def key(r):
+        return (r.get("condition", ""), r["arm"])
+
+    by_cell = collections.defaultdict(list)
+    for r in runs:
+        by_cell[key(r)].append(r)
+    cells = []
+    for seed, rows in repeats.items():
+        by_repeat = collections.defaultdict(list)
+        for r in rows:
+            by_repeat[key(r)].append(r)
+        for cell, repeat in by_repeat.items():
+            if cell not in by_cell:
+                continue
+            ours = [_float(r["test_accuracy"]) for r in by_cell[cell]]
+            theirs = [_float(r["test_accuracy"]) for r in repeat]
+            cells.append(
+                {
+                    "condition": cell[0],
+                    "arm": cell[1],
+                    "search_seed": seed,
+                    "rate": _float(by_cell[cell][0].get("learning_rate")),
+                    "repeat_rate": _float(repeat[0].get("learning_rate")),
+                    "mean": _mean(ours),
+                    "repeat_mean": _mean(theirs),
+                    "diff": _mean(theirs) - _mean(ours),
+                    "seeds": (len(ours), len(theirs)),
+                }
+            )
+    diffs = [c["diff"] for c in cells if not math.isnan(c["diff"])]
+    noise = (
+        math.sqrt(sum(d * d for d in diffs) / len(diffs)) if diffs else math.nan
+    )
+    verdicts = []
+    base = cell_verdicts(runs, summary)
+    again = {}
+    for seed, rows in repeats.items():
+        replaced = {key(r) for r in rows}
+        substituted = [r for r in runs if key(r) not in replaced] + list(rows)
+        again[seed] = (
+            replaced,
+            {
+                (c["condition"], c["arm"], c["comparator"]): c["verdict"]
+                for c in cell_verdicts(substituted, summary)
+            },
+        )
+    for c in base:
+        name = c["verdict"].split(" ")[0]
+        boundary = 0.0 if name == "superior" else -margin
+        repeated = {
+            seed: verdicts_[(c["condition"], c["arm"], c["comparator"])]
+            for seed, (replaced, verdicts_) in again.items()
+            if {(c["condition"], c["arm"]), (c["condition"], c["comparator"])}
+            & replaced
+        }
+        fragile = []
+        if name != "inconclusive":
+            flips = [
+                seed for seed, v in repeated.items() if v.split(" ")[0] != name
+            ]
+            if flips:
+                fragile.append(
+                    "flips under the repeat from search seed "
+                    + ", ".join(str(s) for s in flips)
+                )
+            if not math.isnan(noise) and abs(c["diff"] - boundary) < noise:
+                fragile.append(
+                    f"within the selection noise ({noise:.4f}) of {boundary:+g}"
+                )
+        verdicts.append(
+            {
+                "condition": c["condition"],
+                "arm": c["arm"],
+                "comparator": c["comparator"],
+                "verdict": c["verdict"],
+                "diff": c["diff"],
+                "boundary": boundary,
+                "repeated": repeated,
+                "fragile": fragile,
+            }
+        )
+    return {"cells": cells, "noise": noise, "verdicts": verdicts}
+
+
+def _selection_noise_section(runs, summary, repeats, protocol):
+    if not repeats:
+        return []
+    result = selection_noise(runs, summary, repeats, protocol.margin)
+    lines = [
+        "## Selection noise",
+        "",
+        "Cells whose search was repeated from another search seed (`python "
+        "-m tuning.sweep STUDY --search-seed N`, results in "
+        f"`{study_module.REPEATS_DIR}/search-seed-N/`; its seed reruns "
+        "train from protocol 3's seeds): the rate each search chose and "
+        "the test accuracy of its reruns (this study's with fresh seeds "
+        "where a rerun replayed its search).",
+        "",
+        "| cell | search seed | chosen rate | repeat's rate | mean test "
+        "accuracy | repeat's | repeat minus study |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for c in result["cells"]:
+        lines.append(
+            f"| {' '.join(x for x in (c['condition'], c['arm']) if x)} "
+            f"| {c['search_seed']} | {_num(c['rate'], '.3g')} "
+            f"| {_num(c['repeat_rate'], '.3g')} "
+            f"| {_num(c['mean'], '.4f')} | {_num(c['repeat_mean'], '.4f')} "
+            f"| {_num(c['diff'], '+.4f')} |"
+        )
+    lines += [
+        "",
+        f"Selection noise, the root mean square of the {len(result['cells'])} "
+        f"differences: {_num(result['noise'], '.4f')} (seed noise "
+        "included). A verdict is *fragile* when it flips with a repeated "
+        "cell in place of the study's, or when its difference lies within "
+        "the selection noise of its boundary (0 for superior, "
+        f"-{protocol.margin:g} otherwise): a fragile verdict is not a "
+        "finding.",
+        "",
+        "| condition | comparison | verdict | difference | with a repeat in "
+        "place | fragile |",
+        "|---|---|---|---|---|---|",
+    ]
+    fragile = []
+    for v in result["verdicts"]:
+        repeated = (
+            "; ".join(
+                f"seed {seed}: {verdict.split(' ')[0]}"
+                for seed, verdict in v["repeated"].items()
+            )
+            or "-"
+        )
+        reasons = "; ".join(v["fragile"]) or "no"
+        lines.append(
+            f"| {v['condition'] or '-'} | {v['arm']} - {v['comparator']} "
+            f"| {v['verdict'].split(' ')[0]} | {_num(v['diff'], '+.4f')} "
+            f"| {repeated} | {reasons} |"
+        )
+        if v["fragile"]:
+            fragile.append(
+                f"{(v['condition'] + ' ') if v['condition'] else ''}"
+                f"{v['arm']} - {v['comparator']} "
+                f"({v['verdict'].split(' ')[0]})"
+            )
+    lines += [
+        "",
+        "Fragile verdicts: "
+        + ("; ".join(fragile) if fragile else "none")
         + ".",
         "",
     ]

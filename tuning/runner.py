@@ -268,6 +268,14 @@ def _run(study, options, role, backend, runs_dir, out_dir):
             if (condition.name, arm) in state.cells
             and state.cells[condition.name, arm].get("seeds")
         )
+        if study.repeat_of is not None:
+            log(
+                f"repeated search done: {done} of the study's {len(cells)} "
+                f"cells are complete in {out_dir}; `python -m tuning.report "
+                f"{study.name}` carries them into the study's report; "
+                f"elapsed {search.elapsed(start)}"
+            )
+            return None
         log(
             f"share done: {done} of the study's {len(cells)} cells are "
             f"complete in {out_dir}. Bring the shares together with "

@@ -88,6 +88,8 @@ DEFAULT_PROTOCOL = 2
 # `RERUN_SEED_BASE // TRIAL_SEED_BASE` reaches.
 TRIAL_SEED_BASE = 100_000
 RERUN_SEED_BASE = 1_000_000_000
+# Where a study's repeated searches go, inside its results and runs folders.
+REPEATS_DIR = "repeats"
 COMPARE_REQUIRED = ("family", "arms")
 DEFAULT_MARGIN = 0.01
 SEARCH_KEYS = (
@@ -199,6 +201,8 @@ class Study:
             apart from the search trials' (`rerun_seed`).
         selects: the `[grid]` keys a selection study chooses on
             validation; `()` for a comparison.
+        repeat_of: for a repeated search (`repeat`), the search seed of
+            the study it repeats; `None` otherwise.
     """
 
     name: str
@@ -215,6 +219,7 @@ class Study:
     margin: float = DEFAULT_MARGIN
     protocol: int = DEFAULT_PROTOCOL
     selects: tuple = ()
+    repeat_of: int = None
 
     def rerun_seed(self, index):
         """The seed rerun `index` (0, 1, ...) of a cell trains from."""
@@ -226,10 +231,54 @@ class Study:
 
     @property
     def results_name(self):
-        """Folder name of the study's results and runs."""
+        """Folder name of the study's results and runs (for a repeated
+        search, `<study>/repeats/search-seed-<seed>`)."""
         if self.quick:
-            return f"{self.name}-quick"
-        return f"{self.name}-full" if self.full else self.name
+            name = f"{self.name}-quick"
+        else:
+            name = f"{self.name}-full" if self.full else self.name
+        if self.repeat_of is not None:
+            name = f"{name}/{REPEATS_DIR}/search-seed-{self.search['seed']}"
+        return name
+
+    def repeat(self, search_seed):
+        """The same study searched again from another search seed.
+
+        Every cell's search then draws its trials from `search_seed`, and
+        its seed reruns train from protocol 3's seeds (apart from both
+        searches' trials); the results go to
+        `<study>/repeats/search-seed-<search_seed>/`. How far the two
+        searches' choices lie apart is the selection noise the report
+        carries.
+
+        Raises:
+            StudyError: for the study's own search seed, a repeat of a
+                repeat, or a seed protocol 3 does not allow.
+        """
+        if self.repeat_of is not None:
+            raise StudyError(
+                "A repeated search is repeated from its study, not from "
+                f"another repeat. Received: study={self.results_name!r}"
+            )
+        own = self.search["seed"]
+        if (
+            isinstance(search_seed, bool)
+            or not isinstance(search_seed, int)
+            or search_seed < 0
+            or search_seed == own
+            or (search_seed + 1) * TRIAL_SEED_BASE > RERUN_SEED_BASE
+        ):
+            raise StudyError(
+                "A repeated search needs a search seed other than the "
+                f"study's ({own}): an integer from 0 to "
+                f"{RERUN_SEED_BASE // TRIAL_SEED_BASE - 1}. "
+                f"Received: search_seed={search_seed!r}"
+            )
+        return dataclasses.replace(
+            self.replace(search={"seed": search_seed}),
+            protocol=3,
+            repeat_of=own,
+        )
 
     def conditions(self):
         """Returns every combination of the grid values, in grid order.
@@ -323,6 +372,8 @@ class Study:
             config["protocol"] = self.protocol
         if self.selects:
             config["compare"]["selects"] = list(self.selects)
+        if self.repeat_of is not None:
+            config["repeat_of"] = self.repeat_of
         for key, value in _UNWRITTEN_DEFAULTS.items():
             if key in config["fixed"] and config["fixed"][key] == value:
                 del config["fixed"][key]

@@ -59,6 +59,8 @@ class Arguments:
         condition: with `reproduce`, the row's condition.
         arms, conditions: run only these cells (see
             `tuning.runner.Options`), or `None`.
+        search_seed: repeat the study's searches from this search seed
+            (`Study.repeat`), or `None`.
         command: the command line, for `summary.json`.
     """
 
@@ -79,6 +81,7 @@ class Arguments:
     condition: str = None
     arms: tuple = None
     conditions: tuple = None
+    search_seed: int = None
     command: str = ""
 
 
@@ -109,6 +112,7 @@ def main(argv=None):
         conditions=(
             tuple(namespace.conditions) if namespace.conditions else None
         ),
+        search_seed=namespace.search_seed,
         command=command,
     )
     from tuning import runner
@@ -137,6 +141,8 @@ def execute(arguments):
         arguments.max_trials,
         arguments.seeds,
     )
+    if arguments.search_seed is not None:
+        study = study.repeat(arguments.search_seed)
     if arguments.condition is not None and not arguments.reproduce:
         raise runner.SweepError(
             "--condition goes with --reproduce. Received: "
@@ -297,6 +303,19 @@ def parser():
         help=(
             "with --reproduce, for a study with a [grid]: the condition of "
             "the run (the `condition` column of trials.csv)"
+        ),
+    )
+    p.add_argument(
+        "--search-seed",
+        type=int,
+        default=None,
+        metavar="N",
+        help=(
+            "repeat the study's searches from search seed N (seed reruns "
+            "apart from both searches'), into "
+            "<results>/<study>/repeats/search-seed-N/; with --arms and "
+            "--conditions, only those cells. The study's report then "
+            "carries the selection noise (default: the study itself)"
         ),
     )
     p.add_argument(

@@ -366,3 +366,124 @@ def test_selection_is_read_from_the_study_file_of_older_results():
     assert report.selected_keys({}, "cifar10-cnn-v2-pilot-epochs") == (
         "epochs",
     )
+
+
+# Selection noise carried.
+
+
+def test_a_repeated_search_goes_apart_and_into_the_report(runs):
+    study, out_dir, data_dir = runs[3]
+    repeat = study.repeat(1)
+    assert repeat.results_name == f"{study.name}/repeats/search-seed-1"
+    assert repeat.protocol == 3 and repeat.search["seed"] == 1
+    assert repeat.config()["repeat_of"] == 0
+    runner.run(
+        repeat,
+        runner.Options(
+            data_dir=data_dir,
+            results_dir=str(out_dir.parent),
+            runs_dir=str(out_dir.parent.parent / "runs"),
+            arms=("affine_like",),
+        ),
+    )
+    folder = out_dir / "repeats" / "search-seed-1"
+    rows = _rows(folder)
+    assert [(r["arm"], r["seed"]) for r in rows] == [
+        ("affine_like", "0"),
+        ("affine_like", "1"),
+    ]
+    # Its one search trial trained from seed 1 * 100000 + 0, not 0.
+    (trial,) = _rows(folder, schema.SEARCH_TRIALS_CSV)
+    (original,) = [
+        t
+        for t in _rows(out_dir, schema.SEARCH_TRIALS_CSV)
+        if t["arm"] == "affine_like"
+    ]
+    assert trial["val_loss"] != original["val_loss"]
+    assert report.read_repeats(str(out_dir)) == {1: rows}
+    text = report.render_folder(str(out_dir))
+    assert "## Selection noise" in text
+    assert "| affine_like | 1 |" in text
+
+
+def test_repeat_needs_another_search_seed(tmp_path):
+    study = _tiny(tmp_path, 3)
+    for seed in (0, -1, 10_000, "1", True):
+        with pytest.raises(
+            study_module.StudyError,
+            match=r"needs a search seed other than the study's \(0\).* "
+            rf"Received: search_seed={seed!r}",
+        ):
+            study.repeat(seed)
+    with pytest.raises(study_module.StudyError, match="not from another"):
+        study.repeat(1).repeat(2)
+
+
+def _cell_rows(condition, arm, accs, rate="0.1"):
+    return [
+        {
+            "condition": condition,
+            "arm": arm,
+            "seed": str(i),
+            "test_accuracy": str(a),
+            "learning_rate": rate,
+            "search_trial_id": "01",
+        }
+        for i, a in enumerate(accs)
+    ]
+
+
+SPREAD = (-0.002, 0.0, 0.002, -0.001, 0.001)
+
+
+def test_fragile_verdicts_flip_or_sit_within_the_noise():
+    summary = {
+        "config": {
+            "compare": {
+                "arms": ["affine_like", "dense"],
+                "comparators": ["dense"],
+                "margin": 0.01,
+            },
+            "search": {"seed": 0},
+        }
+    }
+    runs = (
+        # c1: clearly superior, and still so when repeated.
+        _cell_rows("c1", "affine_like", [0.60 + e for e in SPREAD])
+        + _cell_rows("c1", "dense", [0.50 + e for e in SPREAD])
+        # c2: superior by 1 point; the repeat lands 2 points lower, on the
+    # margin: inconclusive.
+        + _cell_rows("c2", "affine_like", [0.51 + e for e in SPREAD])
+        + _cell_rows("c2", "dense", [0.50 + e for e in SPREAD])
+        # c3: superior by 0.5 point, never repeated.
+        + _cell_rows("c3", "affine_like", [0.505 + e for e in SPREAD])
+        + _cell_rows("c3", "dense", [0.50 + e for e in SPREAD])
+    )
+    repeats = {
+        1: _cell_rows("c1", "affine_like", [0.59 + e for e in SPREAD], "0.2")
+        + _cell_rows("c2", "affine_like", [0.49 + e for e in SPREAD], "0.2")
+    }
+    result = report.selection_noise(runs, summary, repeats, 0.01)
+    diffs = [c["diff"] for c in result["cells"]]
+    assert diffs == pytest.approx([-0.01, -0.02])
+    assert result["noise"] == pytest.approx(((0.01**2 + 0.02**2) / 2) ** 0.5)
+    verdicts = {v["condition"]: v for v in result["verdicts"]}
+    assert verdicts["c1"]["verdict"] == "superior"
+    assert verdicts["c1"]["repeated"] == {1: "superior"}
+    assert verdicts["c1"]["fragile"] == []
+    assert verdicts["c2"]["verdict"] == "superior"
+    assert verdicts["c2"]["repeated"][1].startswith("inconclusive")
+    assert verdicts["c2"]["fragile"][0] == (
+        "flips under the repeat from search seed 1"
+    )
+    # Not repeated, but 0.5 point from its boundary (0) with a selection
+    # noise of 1.6 points.
+    assert verdicts["c3"]["verdict"] == "superior"
+    assert verdicts["c3"]["repeated"] == {}
+    assert verdicts["c3"]["fragile"] == [
+        "within the selection noise (0.0158) of +0"
+    ]
+    text = report.render(runs, [], summary, repeats={})
+    assert "## Selection noise" not in text
+    text = report.render(runs, [], summary, repeats=repeats)
+    assert "Fragile verdicts: c2 affine_like - dense (superior); " in text
