@@ -18,7 +18,7 @@ import numpy as np
 
 from keras_affine_div import _provenance
 
-# The CIFAR-10 copy shared by the project's machines (see DESIGN.md, Data):
+# The CIFAR-10 copy shared by the project's machines (README.md, "The main job"):
 # `../shared/datasets/cifar10-jpeg` next to the repository, wherever it is
 # cloned, unless KERAS_AFFINE_DIV_CIFAR10_DIR names another copy.
 REPO_ROOT = str(_provenance.REPO_ROOT)

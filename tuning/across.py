@@ -1,0 +1,233 @@
+"""How each arm changes from one study's condition to another's.
+
+    python -m tuning.across STUDY:CONDITION STUDY:CONDITION [...]
+        [--results-dir DIR] [--out FILE]
+
+The arguments come in pairs, `FROM TO`: a condition of one study and the
+condition of another (or the same) study that differs from it in one
+setting, e.g. width 256 and width 1024 of an MLP otherwise alike. For
+every pair and every arm that both hold, the change of mean test accuracy
+(`TO` minus `FROM`, Welch, two independently trained cells); for every
+(our arm, comparator) of the `TO` study, the interaction: our arm's change
+minus the comparator's (`statistics.interaction`). A negative interaction
+means our arm gains less from the change than the comparator. The
+p-values of the changes and those of the interactions are Holm-adjusted,
+each family over both directions of all its rows; "detectable" is what a
+one-sided test at 0.05 finds with 80% power from the seeds' spreads.
+Replayed seeds (`schema.replays`) are replaced by their fresh ones where a
+study has them.
+
+A condition is `STUDY:NAME` (a `condition` of its `trials.csv`), or
+`STUDY` for a study without a grid. `--out` writes the Markdown (which
+names its command) to a file; without it, it is printed.
+"""
+
+import argparse
+import os
+import shlex
+import sys
+
+from tuning import records
+from tuning import report
+from tuning import schema
+from tuning import statistics
+
+ALPHA = report.ALPHA
+
+
+class AcrossError(ValueError):
+    """Missing results or bad arguments: one line on stderr, exit 2."""
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = argparse.ArgumentParser(
+        prog="python -m tuning.across",
+        description="Each arm's change between conditions of studies, and "
+        "our arms' change against each comparator's.",
+    )
+    parser.add_argument("cells", nargs="+", metavar="STUDY[:CONDITION]")
+    parser.add_argument("--results-dir", default=schema.DEFAULT_RESULTS_DIR)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args(argv)
+    command = shlex.join(["python", "-m", "tuning.across", *argv])
+    try:
+        text = render(load(args.cells, args.results_dir), command)
+    except AcrossError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.out:
+        records.write_atomic(args.out, text)
+        print(f"wrote {args.out}")
+    else:
+        print(text, end="")
+    return 0
+
+
+def load(cells, results_dir):
+    """The rows and summaries of each `STUDY[:CONDITION]`, in pairs.
+
+    Returns:
+        list of `(from, to)`, each a dict: `name` (the argument), `rows`
+        (its `trials.csv` rows, fresh seeds in place of replays),
+        `summary`.
+
+    Raises:
+        AcrossError: for an odd number of arguments, a study without
+            results, or a condition it does not have.
+    """
+    if len(cells) % 2:
+        raise AcrossError(
+            "Expected pairs of conditions, FROM TO. "
+            f"Received: {len(cells)} arguments, {cells}"
+        )
+    loaded = []
+    for name in cells:
+        study, _, condition = name.partition(":")
+        out_dir = os.path.join(results_dir, study)
+        try:
+            runs, _, summary = report.read_results(out_dir)
+        except report.ReportError as e:
+            raise AcrossError(str(e)) from None
+        fresh = records.read_csv(os.path.join(out_dir, schema.FRESH_SEEDS_CSV))
+        runs = report.with_fresh_seeds(runs, fresh)
+        rows = [r for r in runs if r.get("condition", "") == condition]
+        if not rows:
+            names = report.ordered_unique(r.get("condition", "") for r in runs)
+            raise AcrossError(
+                f"No runs of that condition in {out_dir}; expected one of "
+                f"{[f'{study}:{n}' if n else study for n in names]}. "
+                f"Received: {name!r}"
+            )
+        loaded.append({"name": name, "rows": rows, "summary": summary})
+    return list(zip(loaded[::2], loaded[1::2]))
+
+
+def changes(pairs):
+    """Every arm's change, and every (our arm, comparator) interaction.
+
+    Returns:
+        tuple: `(changes, interactions)`, lists of dicts with `pair` (the
+        `FROM -> TO` text), `arm` (and `comparator`), the `welch` or
+        `interaction` fields, `detectable`, and the Holm-adjusted
+        `p_below` and `p_above`.
+    """
+    rows_changes, rows_interactions = [], []
+    for before, after in pairs:
+        label = f"{before['name']} -> {after['name']}"
+        arms = [
+            a
+            for a in report.ordered_unique(r["arm"] for r in after["rows"])
+            if any(r["arm"] == a for r in before["rows"])
+        ]
+        acc = {
+            (side, arm): report.accuracies(cell["rows"], arm)
+            for side, cell in (("from", before), ("to", after))
+            for arm in arms
+        }
+        for arm in arms:
+            w = statistics.welch(acc["to", arm], acc["from", arm])
+            rows_changes.append(
+                dict(
+                    w,
+                    pair=label,
+                    arm=arm,
+                    mean_from=report._mean(acc["from", arm]),
+                    mean_to=report._mean(acc["to", arm]),
+                    detectable=statistics.detectable(w["se"], w["df"]),
+                )
+            )
+        comparators = report.read_protocol(
+            after["rows"], after["summary"]
+        ).comparators
+        for arm in (a for a in arms if a in report.OUR_ARMS):
+            for comparator in (c for c in comparators if c in arms):
+                r = statistics.interaction(
+                    acc["from", arm],
+                    acc["to", arm],
+                    acc["from", comparator],
+                    acc["to", comparator],
+                )
+                rows_interactions.append(
+                    dict(
+                        r,
+                        pair=label,
+                        arm=arm,
+                        comparator=comparator,
+                        detectable=statistics.detectable(r["se"], r["df"]),
+                    )
+                )
+    for family in (rows_changes, rows_interactions):
+        adjusted = iter(
+            statistics.holm(
+                [r[k] for r in family for k in ("p_below", "p_above")]
+            )
+        )
+        for r in family:
+            r["p_below"], r["p_above"] = next(adjusted), next(adjusted)
+    return rows_changes, rows_interactions
+
+
+def render(pairs, command=""):
+    """The Markdown of `changes(pairs)`."""
+    rows_changes, rows_interactions = changes(pairs)
+    lines = [
+        "# Across conditions",
+        "",
+        f"Written by `{command}` from the studies' `trials.csv` (and "
+        "`fresh_seeds.csv` where a study has one). Test accuracy; "
+        "intervals 95% Welch; p-values one-sided, Holm-adjusted over both "
+        "directions of every row of a table; detectable at 0.05 with power "
+        "0.8.",
+        "",
+        "## Each arm's change (to minus from)",
+        "",
+        "| from -> to | arm | from | to | change | 95% interval "
+        "| p falls | p rises | detectable | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows_changes:
+        verdict = statistics.direction_verdict(
+            r["p_below"], r["p_above"], r["detectable"], "falls", "rises", ALPHA
+        )
+        lines.append(
+            f"| {r['pair']} | {r['arm']} | {report._num(r['mean_from'], '.4f')} "
+            f"| {report._num(r['mean_to'], '.4f')} "
+            f"| {report._num(r['diff'], '+.4f')} "
+            f"| [{report._num(r['low'], '+.4f')}, "
+            f"{report._num(r['high'], '+.4f')}] "
+            f"| {report._num(r['p_below'], '.3g')} "
+            f"| {report._num(r['p_above'], '.3g')} "
+            f"| {report._num(r['detectable'], '.4f')} | {verdict} |"
+        )
+    lines += [
+        "",
+        "## Our arm's change minus the comparator's",
+        "",
+        "| from -> to | comparison | interaction | 95% interval "
+        "| p ours gains less | p ours gains more | detectable | verdict |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows_interactions:
+        verdict = statistics.direction_verdict(
+            r["p_below"],
+            r["p_above"],
+            r["detectable"],
+            "ours gains less",
+            "ours gains more",
+            ALPHA,
+        )
+        lines.append(
+            f"| {r['pair']} | {r['arm']} - {r['comparator']} "
+            f"| {report._num(r['diff'], '+.4f')} "
+            f"| [{report._num(r['low'], '+.4f')}, "
+            f"{report._num(r['high'], '+.4f')}] "
+            f"| {report._num(r['p_below'], '.3g')} "
+            f"| {report._num(r['p_above'], '.3g')} "
+            f"| {report._num(r['detectable'], '.4f')} | {verdict} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
