@@ -133,7 +133,44 @@ def render_folder(out_dir):
     """
     runs, search, summary = read_results(out_dir)
     fresh = records.read_csv(os.path.join(out_dir, schema.FRESH_SEEDS_CSV))
-    return render(runs, search, summary, fresh, read_repeats(out_dir))
+    joined = read_extended(out_dir, summary, runs)
+    return render(
+        runs, search, summary, fresh, read_repeats(out_dir), joined=joined
+    )
+
+
+def read_extended(out_dir, summary, runs):
+    """The rows of the study a study extends (`[compare] extends`), at the
+    conditions the extending study ran.
+
+    Read from the sibling results folder of that study, with fresh seeds in
+    place of the reruns that replayed their search.
+
+    Returns:
+        dict: `name`, `runs` and `search` (lists of rows; empty where the
+        extended study has no results in that folder); `{}` for a study
+        that extends none.
+    """
+    compare = (summary.get("config") or {}).get("compare") or {}
+    parent = compare.get("extends")
+    if not parent:
+        return {}
+    folder = os.path.join(os.path.dirname(os.path.normpath(out_dir)), parent)
+    try:
+        theirs, search, _ = read_results(folder)
+    except ReportError:
+        return {"name": parent, "runs": [], "search": []}
+    fresh = records.read_csv(os.path.join(folder, schema.FRESH_SEEDS_CSV))
+    conditions = {r.get("condition", "") for r in runs}
+    return {
+        "name": parent,
+        "runs": [
+            r
+            for r in with_fresh_seeds(theirs, fresh)
+            if r.get("condition", "") in conditions
+        ],
+        "search": [t for t in search if t.get("condition", "") in conditions],
+    }
 
 
 def read_repeats(out_dir):
@@ -182,7 +219,7 @@ def read_results(out_dir):
     return runs, search, summary or {}
 
 
-def render(runs, search, summary, fresh=(), repeats=None):
+def render(runs, search, summary, fresh=(), repeats=None, joined=None):
     """The report as Markdown.
 
     Args:
@@ -193,6 +230,10 @@ def render(runs, search, summary, fresh=(), repeats=None):
             fresh seeds of replaying reruns). Defaults to `()`.
         repeats: dict, search seed to the `trials.csv` rows of a repeated
             search (`read_repeats`). Defaults to `None` (none).
+        joined: for a study that extends another, `read_extended`'s dict:
+            that study's rows join this one's in the tables and tests (the
+            seeds, fresh seeds and selection noise are this study's own).
+            Defaults to `None`.
 
     Returns:
         str: the Markdown text.
@@ -200,9 +241,29 @@ def render(runs, search, summary, fresh=(), repeats=None):
     selects = selected_keys(summary, runs[0].get("study"))
     if selects:
         return _render_selection(runs, search, summary, fresh, selects)
+    own = runs
+    if joined:
+        runs = list(joined["runs"]) + list(runs)
+        search = list(joined["search"]) + list(search)
     protocol = read_protocol(runs, summary)
     cells = cell_verdicts(runs, summary)
     lines = _header(runs, summary, protocol, cells)
+    if joined and not joined["runs"]:
+        lines += [
+            f"This study adds arms to `{joined['name']}`, whose results are "
+            "not in the same results folder: only this study's rows are "
+            "here.",
+            "",
+        ]
+    elif joined:
+        arms = ordered_unique(r["arm"] for r in joined["runs"])
+        lines += [
+            f"This study adds arms to `{joined['name']}`: the rows of "
+            f"{_names(arms)} are that study's, at the same conditions and "
+            "settings (with fresh seeds where a rerun replayed its search), "
+            "read from its results folder.",
+            "",
+        ]
     lines += _glance_section(runs, cells)
     for condition in ordered_unique(r.get("condition", "") for r in runs):
         rows = [r for r in runs if r.get("condition", "") == condition]
@@ -216,11 +277,12 @@ def render(runs, search, summary, fresh=(), repeats=None):
             protocol,
         )
     lines += _bracket_section(runs)
-    lines += _seeds_section(runs, summary, fresh)
-    lines += _fresh_seeds_section(runs, summary, fresh, cells)
-    lines += _selection_noise_section(
-        with_fresh_seeds(runs, fresh), summary, repeats or {}, protocol
-    )
+    lines += _seeds_section(own, summary, fresh)
+    if not joined:
+        lines += _fresh_seeds_section(runs, summary, fresh, cells)
+        lines += _selection_noise_section(
+            with_fresh_seeds(runs, fresh), summary, repeats or {}, protocol
+        )
     if _batch_size_varies(runs, summary):
         lines += _batch_size_section(runs, summary, protocol)
     lines += _verdict_counts(cells)

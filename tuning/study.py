@@ -53,6 +53,10 @@ Two top-level keys besides `description`:
 - `selects` in `[compare]`: the `[grid]` keys a *selection study* (a pilot)
   chooses. Its report ranks their values on validation accuracy only and
   shows no test number.
+- `extends` in `[compare]`: another study whose cells this one adds arms
+  to (say, a comparator it lacked), with the same `[search]`, `[fixed]`
+  (but `seeds`) and conditions it runs. Its report tests the other
+  study's arms of ours against its own comparators, on both studies' rows.
 """
 
 import dataclasses
@@ -79,7 +83,14 @@ TABLES = (
     "full",
 )
 OVERRIDE_TABLES = ("quick", "full")
-COMPARE_KEYS = ("family", "arms", "comparators", "margin", "selects")
+COMPARE_KEYS = (
+    "family",
+    "arms",
+    "comparators",
+    "margin",
+    "selects",
+    "extends",
+)
 PROTOCOLS = (2, 3)
 DEFAULT_PROTOCOL = 2
 # Search trial `t` of a study with search seed `s` trains from seed
@@ -203,6 +214,7 @@ class Study:
             validation; `()` for a comparison.
         repeat_of: for a repeated search (`repeat`), the search seed of
             the study it repeats; `None` otherwise.
+        extends: the name of the study this one adds arms to, or `None`.
     """
 
     name: str
@@ -220,6 +232,7 @@ class Study:
     protocol: int = DEFAULT_PROTOCOL
     selects: tuple = ()
     repeat_of: int = None
+    extends: str = None
 
     def rerun_seed(self, index):
         """The seed rerun `index` (0, 1, ...) of a cell trains from."""
@@ -374,6 +387,8 @@ class Study:
             config["compare"]["selects"] = list(self.selects)
         if self.repeat_of is not None:
             config["repeat_of"] = self.repeat_of
+        if self.extends is not None:
+            config["compare"]["extends"] = self.extends
         for key, value in _UNWRITTEN_DEFAULTS.items():
             if key in config["fixed"] and config["fixed"][key] == value:
                 del config["fixed"][key]
@@ -603,7 +618,10 @@ def _parse(data, path, quick, full):
         margin=float(margin),
         protocol=protocol,
         selects=tuple(selects),
+        extends=compare.get("extends"),
     )
+    if study.extends is not None:
+        _check_extends(study, where)
     windows = search.get("learning_rate")
     if isinstance(windows, dict):
         searched = grid.get("optimizers") or search.get("optimizers")
@@ -617,6 +635,47 @@ def _parse(data, path, quick, full):
     for condition in study.conditions():
         check_values(study.at(condition), where)
     return study
+
+
+def _check_extends(study, where):
+    """A study that adds arms to another runs exactly its settings."""
+    parent = study.extends
+    if (
+        not isinstance(parent, str)
+        or parent == study.name
+        or parent not in list_studies()
+    ):
+        raise StudyError(
+            f"{where}: `extends` must name another study of "
+            f"{list_studies()}. Received: extends={parent!r}"
+        )
+    other = load_study(parent, quick=study.quick, full=study.full)
+    if other.extends is not None:
+        raise StudyError(
+            f"{where}: `extends` must name a study that extends none. "
+            f"Received: extends={parent!r}, which extends {other.extends!r}"
+        )
+    shared = sorted(set(study.arms) & set(other.arms))
+    if shared:
+        raise StudyError(
+            f"{where}: the arms added to {parent!r} must be new to it. "
+            f"Received: arms={shared}"
+        )
+
+    def settings(s):
+        search = {k: v for k, v in s.search.items() if k != "max_trials"}
+        fixed = {k: v for k, v in s.fixed.items() if k != "seeds"}
+        return s.family, search, fixed, list(s.grid)
+
+    theirs = {c.name for c in other.conditions()}
+    missing = [c.name for c in study.conditions() if c.name not in theirs]
+    if settings(study) != settings(other) or missing:
+        raise StudyError(
+            f"{where}: a study that extends {parent!r} must have its family, "
+            "[search] (but max_trials), [fixed] (but seeds) and [grid] keys, "
+            "and only conditions it has. Received: "
+            + (f"conditions={missing}" if missing else "other settings")
+        )
 
 
 def _parse_grid(grid, family, name, where):

@@ -452,7 +452,7 @@ def test_fragile_verdicts_flip_or_sit_within_the_noise():
         _cell_rows("c1", "affine_like", [0.60 + e for e in SPREAD])
         + _cell_rows("c1", "dense", [0.50 + e for e in SPREAD])
         # c2: superior by 1 point; the repeat lands 2 points lower, on the
-    # margin: inconclusive.
+        # margin: inconclusive.
         + _cell_rows("c2", "affine_like", [0.51 + e for e in SPREAD])
         + _cell_rows("c2", "dense", [0.50 + e for e in SPREAD])
         # c3: superior by 0.5 point, never repeated.
@@ -487,3 +487,88 @@ def test_fragile_verdicts_flip_or_sit_within_the_noise():
     assert "## Selection noise" not in text
     text = report.render(runs, [], summary, repeats=repeats)
     assert "Fragile verdicts: c2 affine_like - dense (superior); " in text
+
+
+# A study that adds an arm to another.
+
+
+def test_an_extending_study_tests_the_others_arms_against_its_own(tmp_path):
+    import json
+    import shutil
+
+    results = tmp_path / "results"
+    parent = results / "cifar10-mlp-wide-v2"
+    shutil.copytree(
+        common.REPO_ROOT / "tuning/results/cifar10-mlp-wide-v2", parent
+    )
+    rows = [
+        dict(r, arm="rms_norm", study="cifar10-mlp-wide-v3-rms-norm")
+        for r in _rows(parent)
+        if r["arm"] == "layer_norm"
+    ]
+    folder = results / "cifar10-mlp-wide-v3-rms-norm"
+    folder.mkdir()
+    records.write_csv(str(folder / "trials.csv"), list(rows[0]), rows)
+    config = study_module.load_study("cifar10-mlp-wide-v3-rms-norm").config()
+    (folder / "summary.json").write_text(
+        json.dumps({"study": "cifar10-mlp-wide-v3-rms-norm", "config": config})
+    )
+    text = report.render_folder(str(folder))
+    assert "This study adds arms to `cifar10-mlp-wide-v2`" in text
+    # The parent's verdicts against LayerNorm, now against the same rows
+    # named rms_norm: the same differences and intervals.
+    parent_text = report.render_folder(str(parent))
+    for depth in ("3", "8"):
+        for arm in ("affine_like", "affine_like_head"):
+            line = next(
+                line
+                for line in parent_text.split(f"## depth-{depth}")[
+                    1
+                ].splitlines()
+                if line.startswith(f"| {arm} - layer_norm |")
+            )
+            diff, interval = line.split(" | ")[1:3]
+            ours = text.split(f"## depth-{depth}")[1]
+            assert f"| {arm} - rms_norm | {diff} | {interval} |" in ours
+    assert (
+        " - batch_norm |"
+        not in text.split("## Learning-rate")[0].split("## depth-3")[1]
+    )
+    assert "## Seeds" in text and "Protocol 3" in text
+
+
+@pytest.mark.parametrize(
+    "old, new, match",
+    [
+        (
+            'extends = "cifar10-mlp-wide-v2"',
+            'extends = "no-such-study"',
+            r"`extends` must name another study",
+        ),
+        (
+            'arms = ["rms_norm"]',
+            'arms = ["rms_norm", "dense"]',
+            r"must be new to it. Received: arms=\['dense'\]",
+        ),
+        (
+            "width = 1024",
+            "width = 512",
+            r"must have its family, \[search\].*other settings",
+        ),
+        (
+            "depth = [3, 8]",
+            "depth = [3, 4]",
+            r"Received: conditions=\['depth-4'\]",
+        ),
+    ],
+    ids=["unknown", "shared_arm", "other_width", "other_condition"],
+)
+def test_bad_extends(tmp_path, old, new, match):
+    text = (
+        common.REPO_ROOT / "tuning/studies/cifar10-mlp-wide-v3-rms-norm.toml"
+    ).read_text()
+    assert old in text
+    path = tmp_path / "bad.toml"
+    path.write_text(text.replace(old, new))
+    with pytest.raises(study_module.StudyError, match=match):
+        study_module.load_study(str(path))
