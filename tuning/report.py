@@ -327,10 +327,24 @@ def choices(runs, summary, selects):
         `chosen` (the `value` chosen).
     """
     grid = [k for k in _grid_keys(summary) or selects if k not in selects]
+    conditions = summary.get("conditions") or {}
+
+    def setting(row, key):
+        # The row's own column, else the condition's value in the summary
+        # (rows written before the runner wrote every grid key).
+        if row.get(key) not in (None, ""):
+            return row[key]
+        values = (conditions.get(row.get("condition", "")) or {}).get(
+            "values"
+        ) or {}
+        return values.get(key, "")
+
     groups = {}
     for row in runs:
-        group = " ".join([row["arm"]] + [f"{k}={row[k]}" for k in grid])
-        value = ", ".join(f"{k}={row[k]}" for k in selects)
+        group = " ".join(
+            [row["arm"]] + [f"{k}={setting(row, k)}" for k in grid]
+        )
+        value = ", ".join(f"{k}={setting(row, k)}" for k in selects)
         groups.setdefault(group, {}).setdefault(value, []).append(row)
     out = []
     for group, values in groups.items():

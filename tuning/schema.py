@@ -323,6 +323,11 @@ def run_row(
     row = {"study": study.results_name, "arm": arm, "seed": seed}
     if condition is not None and condition.name:
         row["condition"] = condition.name
+        # Every grid value, those the columns below leave out included
+        # (`baseline_kernel_scale`).
+        row.update(
+            {k: v for k, v in condition.values.items() if k != "optimizers"}
+        )
     row.update({k: result[k] for k in RUN_METRICS + RUN_EXTRAS})
     row.update(hp_values)
     row.update(
