@@ -32,6 +32,7 @@ import time
 
 from keras_affine_div import _provenance
 from keras_affine_div import hypermodels
+from keras_affine_div import models
 from tuning import bracketing
 from tuning import records
 from tuning import study as study_module
@@ -356,6 +357,13 @@ def run_row(
         backend=backend,
         **study.model_kwargs,
     )
+    baseline = f.get("baseline_kernel_scale")
+    if row.get(KERNEL_SCALE) is None and baseline is not None:
+        arm_ = models.get_arm(study.family, arm)
+        if arm_.scale_sensitive and not arm_.ours:
+            # The plain baseline's multiplier on its default kernel, as
+            # `models.mlp`'s `kernel_scale` means it.
+            row[KERNEL_SCALE] = baseline
     return row
 
 

@@ -27,7 +27,9 @@ ending in `.toml`. It has four tables:
   optionally the training protocol, the same for every arm: `schedule`
   (`"constant"`, the default, or `"cosine"`), `warmup_epochs` (default 0),
   `momentum` of SGD (default 0.9), `kernel_scale`, the fixed kernel
-  scale of our arms (default: the layers' own initialiser), and
+  scale of our arms (a number for all of them, or a table of one per arm,
+  `{affine_like = 0.125, norm_like = 0.25}`; default: the layers' own
+  initialiser), and
   `baseline_kernel_scale`, a fixed multiplier on the Glorot kernels of the
   plain baseline (`dense`, `conv`; default: Keras' own).
 - `[grid]` (optional): the conditions. Each key is a `[fixed]` key (other
@@ -812,11 +814,22 @@ def check_values(study, where):
             f"Received: momentum={momentum!r}"
         )
     scale = f["kernel_scale"]
+    ours = _arm_names(study.family, ours=True)
     if scale is not None and not (
-        _is_number(scale) and math.isfinite(scale) and scale > 0
+        (_is_number(scale) and math.isfinite(scale) and scale > 0)
+        or (
+            isinstance(scale, dict)
+            and scale
+            and all(arm in ours for arm in scale)
+            and all(
+                _is_number(v) and math.isfinite(v) and v > 0
+                for v in scale.values()
+            )
+        )
     ):
         raise StudyError(
-            f"{where}: `kernel_scale` must be a positive number. "
+            f"{where}: `kernel_scale` must be a positive number, or a table "
+            f"of one for each of some of our arms ({', '.join(ours)}). "
             f"Received: kernel_scale={scale!r}"
         )
     baseline = f["baseline_kernel_scale"]

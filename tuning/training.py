@@ -39,8 +39,12 @@ def make_hypermodel(study, arm, data):
         lr_range = tuple(s["learning_rate_limits"])
     else:
         lr_range = tuple(s["learning_rate"])
-    if f["kernel_scale"] is not None:
-        kernel_scales = (f["kernel_scale"],)
+    scale = f["kernel_scale"]
+    if isinstance(scale, dict):
+        # One scale per arm of ours; an arm it leaves out keeps its default.
+        kernel_scales = (scale[arm],) if arm in scale else None
+    elif scale is not None:
+        kernel_scales = (scale,)
     elif s["kernel_scales"] is not None:
         kernel_scales = tuple(s["kernel_scales"])
     else:

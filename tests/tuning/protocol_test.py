@@ -572,3 +572,50 @@ def test_bad_extends(tmp_path, old, new, match):
     path.write_text(text.replace(old, new))
     with pytest.raises(study_module.StudyError, match=match):
         study_module.load_study(str(path))
+
+
+# Every arm gets the initialisation its pilot chose.
+
+
+def test_each_arm_gets_its_validated_kernel_scale():
+    import types
+
+    from tuning import training
+
+    study = study_module.load_study("cifar10-mlp-v3-adam")
+    at = study.at(study.conditions()[0])
+    data = types.SimpleNamespace(input_shape=(4, 4, 3), num_classes=10)
+    expected = {
+        "dense": (None, 0.5),
+        "affine_like": ((0.125,), None),
+        "affine_like_head": ((0.125,), None),
+        "norm_like": ((0.25,), None),
+        "batch_norm": (None, None),
+        "layer_norm": (None, None),
+        "rms_norm": (None, None),
+    }
+    for arm, (scales, baseline) in expected.items():
+        hypermodel = training.make_hypermodel(at, arm, data)
+        ours = hypermodel.kernel_scales if hypermodel.arm.ours else None
+        assert (ours, hypermodel.baseline_kernel_scale) == (scales, baseline)
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["{ dense = 0.5 }", "{ affine_like = 0 }", "{}", '"0.5"'],
+    ids=["baseline_arm", "zero", "empty", "string"],
+)
+def test_bad_kernel_scale_table(tmp_path, value):
+    path = common.write_study(tmp_path / "bad.toml")
+    text = (
+        pathlib.Path(path)
+        .read_text()
+        .replace("seeds = 2", f"seeds = 2\nkernel_scale = {value}")
+    )
+    pathlib.Path(path).write_text(text)
+    with pytest.raises(
+        study_module.StudyError,
+        match=r"`kernel_scale` must be a positive number, or a table of one "
+        r"for each of some of our arms",
+    ):
+        study_module.load_study(path)
