@@ -317,14 +317,16 @@ def _seeds(state, study, condition, c, i, arm, data, options, start):
     # a stopped sitting finished are counted from their `trials.csv` rows.
     counted = int(cell.get("seeds") or 0)
     earlier = 0.0
+    # A selection study chooses on validation: its console shows no test.
+    shown = "val_accuracy" if study.selects else "test_accuracy"
     for seed in range(n):
         key = (condition.name, arm, str(seed))
         if key in state.runs:
             if seed >= counted:
                 earlier += float(state.runs[key].get("wall_time_s") or 0.0)
             log(
-                f"{label} seed {seed + 1}/{n}: already done (test_accuracy "
-                f"{float(state.runs[key]['test_accuracy']):.4f}), skipped"
+                f"{label} seed {seed + 1}/{n}: already done ({shown} "
+                f"{float(state.runs[key][shown]):.4f}), skipped"
             )
             continue
         callbacks = list(options.callbacks)
@@ -355,8 +357,14 @@ def _seeds(state, study, condition, c, i, arm, data, options, start):
             study, condition, arm, seed, hp_values, chosen, cell, data, result
         )
         log(
-            f"{label} seed {seed + 1}/{n}: test_accuracy "
-            f"{result['test_accuracy']:.4f} (val {result['val_accuracy']:.4f}"
+            f"{label} seed {seed + 1}/{n}: "
+            + (
+                f"val_accuracy {result['val_accuracy']:.4f} (a selection "
+                "study: chosen on validation"
+                if study.selects
+                else f"test_accuracy {result['test_accuracy']:.4f} (val "
+                f"{result['val_accuracy']:.4f}"
+            )
             + (", diverged" if result["diverged"] else "")
             + f") in {result['wall_time_s']:.1f} s; elapsed "
             f"{search.elapsed(start)}"
@@ -822,9 +830,21 @@ def _log_results(state, summary, start):
             else summary["arms"]
         )
         for arm, s in arms.items():
+            name = f"{condition.name + ' ' if condition.name else ''}{arm}"
+            if study.selects:
+                vals = [
+                    float(r["val_accuracy"])
+                    for (c, a, _), r in state.runs.items()
+                    if (c, a) == (condition.name, arm)
+                ]
+                log(
+                    f"{name}: val_accuracy "
+                    f"{sum(vals) / max(len(vals), 1):.4f} over {len(vals)} "
+                    "seeds (a selection study: report.md ranks on it)"
+                )
+                continue
             log(
-                f"{condition.name + ' ' if condition.name else ''}{arm}: "
-                f"test_accuracy {s['test_accuracy_mean']:.4f} +- "
+                f"{name}: test_accuracy {s['test_accuracy_mean']:.4f} +- "
                 f"{s['test_accuracy_std']:.4f} over {s['seeds']} seeds"
             )
     unbracketed = [
