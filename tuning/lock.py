@@ -5,7 +5,8 @@ each folder, and writes the holder's process id, host and command into it.
 A second runner on the same study is refused with a `LockedError` that
 names the lock file and the process holding it. The operating system drops
 the lock of a process that dies, however it dies, so a lock file left by a
-killed run is simply taken over (and said so).
+killed run is simply taken over (and said so); a clean exit empties the
+file, so the next run has nothing to take over.
 """
 
 import fcntl
@@ -54,6 +55,11 @@ class StudyLock:
         while self._files:
             f = self._files.pop()
             try:
+                # A clean release leaves an empty file: only a holder that
+                # died leaves its name behind, to be reported as taken over.
+                f.seek(0)
+                f.truncate()
+                f.flush()
                 fcntl.flock(f, fcntl.LOCK_UN)
             finally:
                 f.close()
