@@ -501,6 +501,8 @@ def test_an_extending_study_tests_the_others_arms_against_its_own(tmp_path):
     shutil.copytree(
         common.REPO_ROOT / "tuning/results/cifar10-mlp-wide-v2", parent
     )
+    # As run: the parent's own tables compare its rows as run.
+    (parent / schema.FRESH_SEEDS_CSV).unlink(missing_ok=True)
     rows = [
         dict(r, arm="rms_norm", study="cifar10-mlp-wide-v3-rms-norm")
         for r in _rows(parent)
