@@ -22,6 +22,11 @@ from tuning import schema
 from tuning import study as study_module
 
 
+# The end-to-end cases run on one backend: the rules do not depend on it
+# (tests/tuning/sweep_test.py runs a whole study on each).
+ONE_BACKEND = pytest.mark.requires_backend("jax")
+
+
 def _tiny(tmp_path, protocol=None, seed=0):
     # The random tuner with one trial: that trial is the choice, and under
     # protocol 2 its seed (0) is rerun 0's.
@@ -59,8 +64,7 @@ def _rows(out_dir, name=schema.TRIALS_CSV):
     return records.read_csv(out_dir / name)
 
 
-# End to end on one backend: the rules do not depend on it.
-@pytest.mark.requires_backend("jax")
+@ONE_BACKEND
 def test_protocol_2_replays_the_chosen_trial_and_3_does_not(runs):
     for protocol, (study, out_dir, _) in runs.items():
         rows = _rows(out_dir)
@@ -83,8 +87,7 @@ def test_protocol_2_replays_the_chosen_trial_and_3_does_not(runs):
         assert len(replays) == (2 if protocol == 2 else 0)
 
 
-# End to end on one backend: the rules do not depend on it.
-@pytest.mark.requires_backend("jax")
+@ONE_BACKEND
 def test_reports_say_which_seeds_trained(runs):
     text = (runs[2][1] / schema.REPORT_MD).read_text()
     assert "## Seeds" in text
@@ -98,8 +101,7 @@ def test_reports_say_which_seeds_trained(runs):
     assert "## Verdicts with fresh seeds" not in text
 
 
-# End to end on one backend: the rules do not depend on it.
-@pytest.mark.requires_backend("jax")
+@ONE_BACKEND
 def test_fresh_seeds_stand_in_for_the_replays(runs, capsys):
     study, out_dir, data_dir = runs[2]
     options = fresh_seeds.Options(
@@ -151,8 +153,7 @@ def dataclass_replace(options, **changes):
     return dataclasses.replace(options, **changes)
 
 
-# End to end on one backend: the rules do not depend on it.
-@pytest.mark.requires_backend("jax")
+@ONE_BACKEND
 def test_fresh_seeds_errors(runs, tmp_path, capsys):
     study, out_dir, _ = runs[2]
     with pytest.raises(fresh_seeds.FreshSeedsError, match="run the study"):
@@ -379,8 +380,7 @@ def test_selection_is_read_from_the_study_file_of_older_results():
 # Selection noise carried.
 
 
-# End to end on one backend: the rules do not depend on it.
-@pytest.mark.requires_backend("jax")
+@ONE_BACKEND
 def test_a_repeated_search_goes_apart_and_into_the_report(runs):
     study, out_dir, data_dir = runs[3]
     repeat = study.repeat(1)
