@@ -21,7 +21,6 @@ from tuning import runner
 from tuning import schema
 from tuning import study as study_module
 
-
 # The end-to-end cases run on one backend: the rules do not depend on it
 # (tests/tuning/sweep_test.py runs a whole study on each).
 ONE_BACKEND = pytest.mark.requires_backend("jax")
