@@ -329,7 +329,9 @@ def _edit_v2(tmp_path, old, new):
         (
             "kernel_scale = 0.5",
             "kernel_scale = -1",
-            r"`kernel_scale` must be a positive number. "
+            r"`kernel_scale` must be a positive number, or a table of one for "
+            r"each of some of our arms \(affine_like, norm_like, "
+            r"affine_like_head\). "
             r"Received: kernel_scale=-1",
         ),
         (
