@@ -558,11 +558,10 @@ def _fresh_seeds_section(runs, summary, fresh, cells):
             f"| {_num(c['diff'], '+.4f')} | {c['verdict']} "
             f"| {_num(f['diff'], '+.4f')} | {f['verdict']} |"
         )
-        if c["verdict"].split(" ")[0] != f["verdict"].split(" ")[0]:
+        if _word(c["verdict"]) != _word(f["verdict"]):
             changed.append(
-                f"{(c['condition'] + ' ') if c['condition'] else ''}"
-                f"{c['arm']} - {c['comparator']}: {c['verdict'].split(' ')[0]} "
-                f"-> {f['verdict'].split(' ')[0]}"
+                f"{_comparison(c)}: {_word(c['verdict'])} -> "
+                f"{_word(f['verdict'])}"
             )
     lines += [
         "",
@@ -739,11 +738,7 @@ def _selection_noise_section(runs, summary, repeats, protocol):
             f"| {repeated} | {reasons} |"
         )
         if v["fragile"]:
-            fragile.append(
-                f"{(v['condition'] + ' ') if v['condition'] else ''}"
-                f"{v['arm']} - {v['comparator']} "
-                f"({v['verdict'].split(' ')[0]})"
-            )
+            fragile.append(f"{_comparison(v)} ({_word(v['verdict'])})")
     lines += [
         "",
         "Fragile verdicts: "
@@ -752,6 +747,17 @@ def _selection_noise_section(runs, summary, repeats, protocol):
         "",
     ]
     return lines
+
+
+def _comparison(c):
+    """`"[condition ]arm - comparator"` of a comparison."""
+    where = f"{c['condition']} " if c["condition"] else ""
+    return f"{where}{c['arm']} - {c['comparator']}"
+
+
+def _word(verdict):
+    """A verdict's first word (`"inconclusive"` without its detectable)."""
+    return verdict.split(" ")[0]
 
 
 def _ranges(values):
