@@ -380,25 +380,7 @@ def choices(runs, summary, selects):
 
 def _render_selection(runs, search, summary, fresh, selects):
     """The report of a selection study: validation only, no test number."""
-    first = runs[0]
-    dataset = (summary.get("dataset") or {}).get("label") or first.get(
-        "dataset_label", ""
-    )
-    commit = str(summary.get("git_commit") or "")[:10] or "n/a"
-    lines = [
-        f"# {summary.get('study') or first.get('study', 'study')}",
-        "",
-        f"Dataset: {dataset}. Backend: "
-        f"{summary.get('backend') or first.get('backend', '')}. Commit: "
-        f"`{commit}`"
-        + (" (dirty tree)" if summary.get("git_dirty") else "")
-        + f". Wall time: {_wall_time(summary)}.",
-        "",
-        f"Command: `{summary.get('command', '')}`",
-        "",
-        "Written by `python -m tuning.report` from `trials.csv`, "
-        "`search_trials.csv` and `summary.json`.",
-        "",
+    lines = _opening(runs, summary) + [
         "## Choice, on validation only",
         "",
         f"A selection study: it chooses {_names(selects)} for each arm "
@@ -889,16 +871,15 @@ def cell_verdicts(runs, summary):
     return cells
 
 
-def _header(runs, summary, protocol, cells):
+def _opening(runs, summary):
+    """The title, data, backend, commit, wall time and command lines."""
     first = runs[0]
     dataset = (summary.get("dataset") or {}).get("label") or first.get(
         "dataset_label", ""
     )
     backend = summary.get("backend") or first.get("backend", "")
     commit = str(summary.get("git_commit") or "")[:10] or "n/a"
-    tests = sum(not math.isnan(c[k]) for c in cells for k in TESTS)
-    ours = ordered_unique(r["arm"] for r in runs if r["arm"] in OUR_ARMS)
-    lines = [
+    return [
         f"# {summary.get('study') or first.get('study', 'study')}",
         "",
         f"Dataset: {dataset}. Backend: {backend}. Commit: `{commit}`"
@@ -910,6 +891,13 @@ def _header(runs, summary, protocol, cells):
         "Written by `python -m tuning.report` from `trials.csv`, "
         "`search_trials.csv` and `summary.json`.",
         "",
+    ]
+
+
+def _header(runs, summary, protocol, cells):
+    tests = sum(not math.isnan(c[k]) for c in cells for k in TESTS)
+    ours = ordered_unique(r["arm"] for r in runs if r["arm"] in OUR_ARMS)
+    lines = _opening(runs, summary) + [
         "## Protocol",
         "",
         f"- Learning rate searched by the `{protocol.tuner}` tuner on the "
