@@ -20,7 +20,8 @@ are stable: they become column names of the result tables.
 The learning-rate schedule is part of the training protocol, the same for
 every arm: `schedule="constant"`, or `"cosine"` (Keras' `CosineDecay` over
 the whole run of `HyperModel.fit`, after `warmup_epochs` of linear warm-up
-from 0). `fit` also adds `keras.callbacks.TerminateOnNaN`, so that a
+from 0, shortened to half the run when the run is not longer than it:
+`warmup_steps`). `fit` also adds `keras.callbacks.TerminateOnNaN`, so that a
 diverging trial stops at once.
 
 This module needs KerasTuner (`pip install "keras-affine-div[tuning]"`); the
@@ -77,6 +78,34 @@ def make_optimizer(name, learning_rate, momentum=SGD_MOMENTUM):
             learning_rate=learning_rate, momentum=momentum
         )
     return keras.optimizers.Adam(learning_rate=learning_rate)
+
+
+def warmup_steps(warmup_epochs, epochs, steps_per_epoch):
+    """The warm-up steps of `fit`'s cosine schedule.
+
+    `warmup_epochs * steps_per_epoch` when the run is longer than the
+    warm-up; otherwise the warm-up is shortened to the first half of the
+    run's steps (rounded down), so that any epoch count trains and the
+    rate still reaches its peak before it decays.
+
+    Args:
+        warmup_epochs: non-negative int, the warm-up asked for.
+        epochs: positive int, the epochs of the run.
+        steps_per_epoch: positive int.
+
+    Returns:
+        int: the warm-up steps, in `[0, epochs * steps_per_epoch)`.
+
+    Example:
+
+    >>> warmup_steps(1, 15, 100)
+    100
+    >>> warmup_steps(1, 1, 100)  # a first Hyperband rung of one epoch
+    50
+    """
+    if warmup_epochs < epochs:
+        return warmup_epochs * steps_per_epoch
+    return (epochs * steps_per_epoch) // 2
 
 
 def cosine_schedule(learning_rate, total_steps, warmup_steps=0):
@@ -244,9 +273,16 @@ class _ClassifierHyperModel(keras_tuner.HyperModel):
         """Trains `model` with the hypermodel's schedule.
 
         With `schedule="cosine"`, the optimiser's rate becomes
-        `cosine_schedule(learning_rate, epochs * steps_per_epoch,
-        warmup_epochs * steps_per_epoch)` before training, with
-        `steps_per_epoch = ceil(len(x) / batch_size)`. A
+        `cosine_schedule(learning_rate, span * steps_per_epoch,
+        warmup_steps(warmup_epochs, span, steps_per_epoch))` before
+        training, with `steps_per_epoch = ceil(len(x) / batch_size)` and
+        `span = epochs - initial_epoch`, the epochs this call trains. Any
+        epoch count a tuner hands over trains: when the run is not longer
+        than the warm-up (a first Hyperband rung of 1 epoch with
+        `warmup_epochs=1`), the warm-up is shortened to the first half of
+        the run's steps (see `warmup_steps`). A tuner that resumes a model
+        (Hyperband's `initial_epoch`) builds a new optimiser, whose
+        schedule then covers the epochs of this call. A
         `keras.callbacks.TerminateOnNaN` is added to `callbacks`.
 
         Args:
@@ -264,16 +300,18 @@ class _ClassifierHyperModel(keras_tuner.HyperModel):
         """
         if self.schedule == "cosine":
             steps = math.ceil(len(x) / batch_size)
-            if self.warmup_epochs >= epochs:
+            span = epochs - kwargs.get("initial_epoch", 0)
+            if span < 1:
                 raise ValueError(
                     "Received an invalid value for argument `epochs`. "
-                    "Expected more epochs than the warm-up's. Received: "
-                    f"epochs={epochs}, warmup_epochs={self.warmup_epochs}"
+                    "Expected more epochs than `initial_epoch`. Received: "
+                    f"epochs={epochs}, "
+                    f"initial_epoch={kwargs.get('initial_epoch')}"
                 )
             model.optimizer.learning_rate = cosine_schedule(
                 hp.get(LEARNING_RATE),
-                epochs * steps,
-                self.warmup_epochs * steps,
+                span * steps,
+                warmup_steps(self.warmup_epochs, span, steps),
             )
         callbacks = [keras.callbacks.TerminateOnNaN(), *(callbacks or [])]
         return model.fit(

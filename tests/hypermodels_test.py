@@ -401,12 +401,99 @@ def test_fit_runs_the_cosine_schedule_over_the_whole_run():
     ]
     np.testing.assert_allclose(seen, expected, rtol=1e-5, atol=1e-9)
     assert seen[0] == 0.0 and max(seen) == pytest.approx(lr)
+    # A run no longer than the warm-up: warm-up over its first half.
+    seen.clear()
+    hypermodel.fit(
+        hp,
+        hypermodel.build(hp),
+        x,
+        y,
+        epochs=1,
+        batch_size=4,
+        callbacks=[Rates()],
+        verbose=0,
+    )
+    expected = [
+        float(hypermodels.cosine_schedule(lr, 12, 6)(s)) for s in range(12)
+    ]
+    np.testing.assert_allclose(seen, expected, rtol=1e-5, atol=1e-9)
+    # Resumed from epoch 2 of 4 (a later Hyperband rung): the schedule
+    # covers the 2 epochs this call trains.
+    seen.clear()
+    hypermodel.fit(
+        hp,
+        hypermodel.build(hp),
+        x,
+        y,
+        epochs=4,
+        initial_epoch=2,
+        batch_size=16,
+        callbacks=[Rates()],
+        verbose=0,
+    )
+    expected = [
+        float(hypermodels.cosine_schedule(lr, 6, 3)(s)) for s in range(6)
+    ]
+    np.testing.assert_allclose(seen, expected, rtol=1e-5, atol=1e-9)
     with pytest.raises(
         ValueError,
-        match=r"more epochs than the warm-up's. "
-        r"Received: epochs=1, warmup_epochs=1",
+        match=r"Expected more epochs than `initial_epoch`. "
+        r"Received: epochs=2, initial_epoch=2",
     ):
-        hypermodel.fit(hp, hypermodel.build(hp), x, y, epochs=1)
+        hypermodel.fit(
+            hp, hypermodel.build(hp), x, y, epochs=2, initial_epoch=2
+        )
+
+
+@pytest.mark.parametrize(
+    "warmup_epochs,epochs,steps,expected",
+    [
+        (0, 1, 7, 0),
+        (1, 15, 100, 100),
+        (2, 3, 5, 10),
+        (1, 1, 7, 3),
+        (3, 2, 5, 5),
+    ],
+)
+def test_warmup_steps(warmup_epochs, epochs, steps, expected):
+    assert hypermodels.warmup_steps(warmup_epochs, epochs, steps) == expected
+
+
+def test_stock_hyperband_with_the_cosine_schedule(tmp_path):
+    # Hyperband's first rung trains 1 epoch, no longer than the warm-up;
+    # later rungs resume from `initial_epoch`. Every trial must train.
+    x, y = _tiny_data(n=32)
+    hypermodel = hypermodels.MLPHyperModel(
+        "affine_like",
+        (4,),
+        3,
+        depth=1,
+        width=8,
+        optimizers=("sgd",),
+        lr_range=(0.01, 0.1),
+        kernel_scales=(0.5,),
+        schedule="cosine",
+        warmup_epochs=1,
+    )
+    tuner = keras_tuner.Hyperband(
+        hypermodel,
+        objective="val_accuracy",
+        max_epochs=3,
+        factor=3,
+        hyperband_iterations=1,
+        seed=0,
+        directory=tmp_path,
+        project_name="hyperband",
+    )
+    tuner.search(x, y, validation_data=(x, y), batch_size=8, verbose=0)
+    trials = list(tuner.oracle.trials.values())
+    assert len(trials) >= 3
+    assert all(t.status == "COMPLETED" for t in trials), [
+        (t.trial_id, t.status, t.message) for t in trials
+    ]
+    rungs = {t.hyperparameters.values["tuner/epochs"] for t in trials}
+    assert 1 in rungs and max(rungs) == 3
+    assert all(np.isfinite(t.score) for t in trials)
 
 
 def test_fit_stops_a_diverging_run_at_once():

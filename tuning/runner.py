@@ -981,8 +981,13 @@ def load_data(study, data_dir, tfds_data_dir=None):
 
     f = study.fixed
     n = f["train_samples"] + f["val_samples"]
+    declared = (
+        f"the study declares train_samples={f['train_samples']} + "
+        f"val_samples={f['val_samples']} = {n} images of the training split "
+        f"and test_samples={f['test_samples']}"
+    )
     try:
-        return datasets.load(
+        data = datasets.load(
             f["dataset"],
             data_dir=data_dir,
             tfds_data_dir=tfds_data_dir,
@@ -991,13 +996,24 @@ def load_data(study, data_dir, tfds_data_dir=None):
             max_train_samples=n,
             max_test_samples=f["test_samples"],
         )
+    except ValueError as e:
+        raise SweepError(f"cannot load the data: {declared}: {e}") from None
     except (
-        ValueError,
         TypeError,
         FileNotFoundError,
         datasets.DataUnavailableError,
     ) as e:
         raise SweepError(f"cannot load the data: {e}") from None
+    got = (len(data.x_train), len(data.x_val), len(data.x_test))
+    want = (f["train_samples"], f["val_samples"], f["test_samples"])
+    if got != want:
+        # Never train on other data than the study says.
+        raise SweepError(
+            f"cannot load the data: {declared}, but the split gave "
+            f"{got[0]} training, {got[1]} validation and {got[2]} test "
+            "images; nothing was trained"
+        )
+    return data
 
 
 def _data_of(study, data_dir, loaded, tfds_data_dir=None):

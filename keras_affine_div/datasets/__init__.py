@@ -108,10 +108,12 @@ def load(
         seed: non-negative int, seeds the validation hold-out and the
             subsets. Defaults to `0`.
         max_train_samples: int >= 2 or `None`, the number of images drawn
-            from the original training split (at most all of them) before
-            the validation hold-out. Defaults to `None` (all of them).
+            from the original training split before the validation
+            hold-out; more than the split holds is an error, never a
+            smaller set. Defaults to `None` (all of them).
         max_test_samples: positive int or `None`, the number of test images
-            drawn (at most all of them). Defaults to `None` (all of them).
+            drawn; more than the test split holds is an error. Defaults to
+            `None` (all of them).
         cache_dir: directory of the decoded-array cache. Defaults to `None`:
             `$KERAS_AFFINE_DIV_CACHE` if set, else
             `~/.cache/keras_affine_div`.
@@ -124,8 +126,9 @@ def load(
     Raises:
         ValueError: for an unknown `name`, a `validation_split` that is not
             a number in (0, 1), a negative `seed`, a subset size below 1
-            (`max_train_samples` below 2), or a `data_dir` that does not
-            have the expected layout or images.
+            (`max_train_samples` below 2) or above what its split holds,
+            or a `data_dir` that does not have the expected layout or
+            images.
         TypeError: for a `seed` or subset size that is not an integer.
         FileNotFoundError: if `data_dir` (or a file it must hold) does not
             exist.

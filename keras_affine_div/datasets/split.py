@@ -27,16 +27,20 @@ def split_and_standardize(
         validation_split: float in (0, 1), the fraction held out.
         seed: non-negative int, seeds the hold-out and the subsets.
         max_train_samples: int >= 2 or `None`, the number of training
-            images considered.
-        max_test_samples: positive int or `None`, the number of test images.
+            images considered, at most those of the training split.
+        max_test_samples: positive int or `None`, the number of test images,
+            at most those of the test split.
 
     Returns:
         Dataset: `float32` images standardised with the training images'
         per-channel mean and standard deviation, `int32` labels.
 
     Raises:
-        ValueError: if no training image is left after the hold-out.
+        ValueError: if a subset asks for more images than its split holds,
+            or if no training image is left after the hold-out.
     """
+    _check_subset(max_train_samples, len(raw.x_train), "max_train_samples", raw)
+    _check_subset(max_test_samples, len(raw.x_test), "max_test_samples", raw)
     rng = np.random.default_rng(seed)
     train_perm = rng.permutation(len(raw.x_train))
     test_perm = rng.permutation(len(raw.x_test))
@@ -71,6 +75,17 @@ def split_and_standardize(
         class_names=tuple(raw.class_names),
         source=raw.source,
     )
+
+
+def _check_subset(requested, available, name, raw):
+    """Refuses a subset larger than its split: never fewer images than asked."""
+    if requested is not None and requested > available:
+        split = "training" if name == "max_train_samples" else "test"
+        raise ValueError(
+            f"Received an invalid value for argument `{name}`. Expected at "
+            f"most {available}, the images in the {split} split of "
+            f"{raw.label}. Received: {name}={requested!r}"
+        )
 
 
 def _channel_stats(x):

@@ -129,15 +129,39 @@ def test_max_samples_take_seeded_subsets(image_folder, tmp_path):
     assert common.image_ids(a.x_val) != common.image_ids(c.x_val)
 
 
-def test_subset_larger_than_the_split(image_folder, tmp_path):
+def test_the_whole_split_is_allowed(image_folder, tmp_path):
     ds = datasets.load(
         "cifar10",
         data_dir=image_folder,
-        max_train_samples=1000,
-        max_test_samples=1000,
+        max_train_samples=40,
+        max_test_samples=20,
         cache_dir=tmp_path,
     )
     assert (len(ds.x_train), len(ds.x_val), len(ds.x_test)) == (36, 4, 20)
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (
+            {"max_train_samples": 41},
+            r"`max_train_samples`. Expected at most 40, the images in the "
+            r"training split of .*Received: max_train_samples=41",
+        ),
+        (
+            {"max_test_samples": 21},
+            r"`max_test_samples`. Expected at most 20, the images in the "
+            r"test split of .*Received: max_test_samples=21",
+        ),
+    ],
+)
+def test_subset_larger_than_the_split(image_folder, tmp_path, kwargs, match):
+    # Never fewer images than asked for: a request beyond the split used to
+    # give the whole split and a validation hold-out of another size.
+    with pytest.raises(ValueError, match=match):
+        datasets.load(
+            "cifar10", data_dir=image_folder, cache_dir=tmp_path, **kwargs
+        )
 
 
 def test_no_training_image_left(image_folder, tmp_path):

@@ -1,7 +1,9 @@
 """The runner end to end, on a tiny synthetic CIFAR-10 image folder."""
 
+import dataclasses
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -15,6 +17,7 @@ from tuning import lock
 from tuning import patches
 from tuning import progress
 from tuning import records
+from tuning import runner
 from tuning import study as study_module
 from tuning import sweep
 
@@ -529,6 +532,60 @@ def test_wrongly_laid_out_data_dir(tmp_path, capsys):
     )
     assert code == 2
     assert "it lacks test/" in err and "Received: data_dir=" in err
+
+
+@pytest.mark.parametrize(
+    "train_samples,test_samples,match",
+    [
+        # 6 training images of each of 10 classes: 60 in all.
+        (50, 20, r"train_samples=50 \+ val_samples=20 = 70 images"),
+        (40, 30, r"test_samples=30: .*`max_test_samples`. Expected at most 20"),
+    ],
+)
+def test_a_study_asking_for_more_images_than_exist(
+    tmp_path, capsys, train_samples, test_samples, match
+):
+    # The split used to give what it had (here 60 training images: 43
+    # training and 17 validation) and the study trained on that.
+    data_dir = common.write_image_folder(tmp_path / "cifar10")
+    study = common.write_study(tmp_path / "tiny.toml", train_samples=40)
+    text = open(study).read()
+    text = text.replace(
+        "train_samples = 40", f"train_samples = {train_samples}"
+    )
+    text = text.replace("test_samples = 20", f"test_samples = {test_samples}")
+    open(study, "w").write(text)
+    code, err = _main(
+        capsys, *common.sweep_args(study, data_dir, tmp_path / "out")
+    )
+    assert code == 2
+    assert err.startswith("error: cannot load the data: the study declares ")
+    assert re.search(match, err), err
+    assert err.count("\n") == 1
+    assert not (tmp_path / "out" / "results" / "tiny" / "trials.csv").exists()
+
+
+def test_load_data_checks_the_sizes_it_got(tmp_path, monkeypatch):
+    from keras_affine_div import datasets
+
+    data_dir = common.write_image_folder(tmp_path / "cifar10")
+    study = study_module.load_study(common.write_study(tmp_path / "t.toml"))
+    data = runner.load_data(study, data_dir)
+    sizes = (len(data.x_train), len(data.x_val), len(data.x_test))
+    assert sizes == (40, 20, 20)
+    real = datasets.load
+
+    def short(*args, **kwargs):
+        d = real(*args, **kwargs)
+        return dataclasses.replace(d, x_val=d.x_val[:2], y_val=d.y_val[:2])
+
+    monkeypatch.setattr(datasets, "load", short)
+    with pytest.raises(
+        runner.SweepError,
+        match=r"but the split gave 40 training, 2 validation and 20 test "
+        r"images; nothing was trained",
+    ):
+        runner.load_data(study, data_dir)
 
 
 def test_data_unavailable(tmp_path, capsys, monkeypatch):
