@@ -6,8 +6,11 @@ the moment, and writes each measured layer's summaries into the epoch's
 `logs`:
 
 ```
-alignment/<layer name>/mean_scale    the mean effective step multiplier
-alignment/<layer name>/cv_scale      its spread across the probe samples
+alignment/<layer name>/median_scale  the typical effective step multiplier
+alignment/<layer name>/q10_scale     its 10th percentile over the probe batch
+alignment/<layer name>/q90_scale     its 90th percentile
+alignment/<layer name>/spread_scale  q90_scale - q10_scale
+alignment/<layer name>/mean_scale    its mean (pulled by outlying samples)
 alignment/<layer name>/mean_cosine   the mean cosine of actual and ideal step
 ```
 
@@ -25,7 +28,14 @@ from keras_affine_div import _validation
 from keras_affine_div import diagnostics
 
 LOG_PREFIX = "alignment"
-LOG_SUMMARIES = ("mean_scale", "cv_scale", "mean_cosine")
+LOG_SUMMARIES = (
+    "median_scale",
+    "q10_scale",
+    "q90_scale",
+    "spread_scale",
+    "mean_scale",
+    "mean_cosine",
+)
 
 
 class AlignmentMonitor(keras.callbacks.Callback):
@@ -40,8 +50,11 @@ class AlignmentMonitor(keras.callbacks.Callback):
     epoch's `logs`, for each measured layer:
 
     ```
+    alignment/<layer name>/median_scale = median_i scale_i
+    alignment/<layer name>/q10_scale    = 10th percentile_i scale_i
+    alignment/<layer name>/q90_scale    = 90th percentile_i scale_i
+    alignment/<layer name>/spread_scale = q90_scale - q10_scale
     alignment/<layer name>/mean_scale   = mean_i scale_i
-    alignment/<layer name>/cv_scale     = std_i scale_i / |mean_i scale_i|
     alignment/<layer name>/mean_cosine  = mean_i cosine_i
     scale_i  = <dz_i, -eta g_i> / |eta g_i|^2
     cosine_i = <dz_i, -eta g_i> / (|dz_i| |eta g_i|)
@@ -50,6 +63,21 @@ class AlignmentMonitor(keras.callbacks.Callback):
     with `dz_i` the change of probe sample `i`'s pre-activation output and
     `g_i = dL/dz_i` (see `diagnostics.ActivationUpdateAlignment`). The
     values are Python floats, `nan` where undefined.
+
+    How to read them: `scale_i` is sample `i`'s effective learning-rate
+    multiplier, 1 being the step the loss asked for. `median_scale` is the
+    typical sample's: about 1 for the affine-like layers of this package,
+    about 2 for the norm-like ones, about `|x|^2 + 1` of the layer's input
+    for a plain `Dense` or `Conv*D` (3000 and more on raw image pixels).
+    About 80% of the probe samples get a multiplier between `q10_scale` and
+    `q90_scale`; a `q10_scale <= 0` means that at least about 10% of them
+    moved against the asked step. `spread_scale` is 0 when every sample
+    gets the same multiplier and grows with the cross-sample terms of the
+    batch. The quantiles always lie between the smallest and the largest
+    `scale_i`, whatever the mean; `mean_scale` does not (one sample with an
+    almost zero gradient can give a huge `scale_i`), and the coefficient of
+    variation `std / |mean|`, meaningless when the mean is near 0, is not
+    logged (`ActivationUpdateAlignment.cv_scale` still computes it).
 
     The `logs` dict is changed in place, so only the callbacks placed
     *after* the monitor in `fit(callbacks=[...])` see the new keys: put
@@ -133,12 +161,18 @@ class AlignmentMonitor(keras.callbacks.Callback):
     >>> keys = [k for k in history.history if k.startswith("alignment/")]
     >>> for key in sorted(keys):
     ...     print(key, len(history.history[key]))
-    alignment/hidden/cv_scale 2
     alignment/hidden/mean_cosine 2
     alignment/hidden/mean_scale 2
-    alignment/logits/cv_scale 2
+    alignment/hidden/median_scale 2
+    alignment/hidden/q10_scale 2
+    alignment/hidden/q90_scale 2
+    alignment/hidden/spread_scale 2
     alignment/logits/mean_cosine 2
     alignment/logits/mean_scale 2
+    alignment/logits/median_scale 2
+    alignment/logits/q10_scale 2
+    alignment/logits/q90_scale 2
+    alignment/logits/spread_scale 2
     """
 
     def __init__(self, x, y, loss=None, layers=None, every_n_epochs=1):

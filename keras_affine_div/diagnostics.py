@@ -17,7 +17,9 @@ dz_i = -eta sum_j K_ij g_j,    K_ij = x_i . x_j + 1
 
 - `activation_update_alignment` does it for one layer and returns, per
   sample, the effective learning-rate multiplier `scale` and the `cosine`
-  between the two steps.
+  between the two steps, with their summaries (the median and the 10th
+  and 90th percentiles of `scale`, which read as multipliers whatever the
+  mean).
 - `alignment_report` does it for every Dense-like and Conv-like layer of a
   model, one summary row per layer.
 
@@ -33,6 +35,7 @@ every variable bitwise as it was, on success and on error.
 """
 
 import dataclasses
+import functools
 import math
 import warnings
 
@@ -84,6 +87,37 @@ class ActivationUpdateAlignment:
     ideal step, or actual step for `cosine`, is zero); the summaries skip
     them.
 
+    How to read the summaries of `scale` (all in units of the multiplier,
+    so that `eta * median_scale` is the typical sample's effective
+    learning rate):
+
+    - `median_scale`: the typical sample's multiplier. 1 is the ideal step.
+      On a batch of one, a plain `Dense` or `Conv*D` layer gives its
+      nominal `|x|^2 + 1` (`|P|^2 + 1` for a patch: about 3000 for a
+      standardised CIFAR-10 image), `AffineLikeDense` and
+      `AffineLikeConv*D` give exactly 1, `NormLikeDense` and
+      `PatchNormConv*D` about 2.
+    - `q10_scale`, `q90_scale`: the 10th and 90th percentiles; about 80%
+      of the samples get a multiplier between the two. `q10_scale <= 0`
+      means that at least about 10% of the samples' activations moved
+      against (or across) the step the loss asked for.
+    - `spread_scale = q90_scale - q10_scale`: how much the multiplier
+      differs from sample to sample, >= 0. It is 0 when every sample gets
+      the same multiplier (any layer on a batch of one, `Dense` included:
+      read `median_scale` for the level), and grows with the cross-sample
+      terms of a larger batch. `spread_scale / median_scale` is a
+      relative spread only when `q10_scale > 0`.
+
+    The quantiles are NumPy's (`np.nanquantile`, linear interpolation
+    between the sorted per-sample values): they lie between the smallest
+    and the largest `scale_i` whatever the mean, and one outlier moves
+    them by at most one rank. `mean_scale`, `std_scale` and `cv_scale`
+    remain for continuity but do not have these properties: `scale_i`
+    divides by `|eta g_i|^2`, so one sample with an almost zero gradient
+    can give a huge value of either sign that drags the mean, and
+    `cv_scale = std_scale / |mean_scale|` is meaningless when the mean is
+    near 0 (multipliers between -3 and 3 can give a `cv_scale` of 1000).
+
     Attributes:
         layer_name: str, the name of the layer.
         layer_class: str, the class name of the layer.
@@ -103,12 +137,26 @@ class ActivationUpdateAlignment:
     >>> import numpy as np
     >>> from keras_affine_div.diagnostics import ActivationUpdateAlignment
     >>> result = ActivationUpdateAlignment(
-    ...     "dense", "Dense", 1e-3, scale=np.array([1.0, 3.0]),
-    ...     cosine=np.array([1.0, 0.5]), input_sq_norm=np.array([0.0, 2.0]))
-    >>> result.mean_scale, result.std_scale, result.cv_scale
-    (2.0, 1.0, 0.5)
+    ...     "dense", "Dense", 1e-3, scale=np.array([1.0, 2.0, 3.0, 4.0, 5.0]),
+    ...     cosine=np.array([1.0, 0.5, 1.0, 0.5, 1.0]),
+    ...     input_sq_norm=np.zeros(5))
+    >>> result.median_scale, result.q10_scale, result.q90_scale
+    (3.0, 1.4, 4.6)
+    >>> result.spread_scale
+    3.2
     >>> result.mean_cosine
-    0.75
+    0.8
+
+    With a mean multiplier near 0 the quantiles still read as multipliers,
+    while `cv_scale` explodes:
+
+    >>> result = ActivationUpdateAlignment(
+    ...     "dense", "Dense", 1e-3, scale=np.array([-3.0, -1.0, 1.0, 3.004]),
+    ...     cosine=np.ones(4), input_sq_norm=np.zeros(4))
+    >>> result.q10_scale, result.median_scale, result.q90_scale
+    (-2.4, 0.0, 2.4028)
+    >>> round(result.cv_scale)
+    2237
     """
 
     layer_name: str
@@ -125,8 +173,41 @@ class ActivationUpdateAlignment:
             object.__setattr__(self, name, value)
 
     @property
+    def median_scale(self):
+        """float: the median of `scale` over the samples where it is defined.
+
+        The typical sample's multiplier: 1 is the ideal step.
+        """
+        return _nan_summary(np.nanmedian, self.scale)
+
+    @property
+    def q10_scale(self):
+        """float: the 10th percentile of `scale` (`np.nanquantile`)."""
+        return _nan_summary(
+            functools.partial(np.nanquantile, q=0.1), self.scale
+        )
+
+    @property
+    def q90_scale(self):
+        """float: the 90th percentile of `scale` (`np.nanquantile`)."""
+        return _nan_summary(
+            functools.partial(np.nanquantile, q=0.9), self.scale
+        )
+
+    @property
+    def spread_scale(self):
+        """float: `q90_scale - q10_scale`, the 10-90 percentile range, >= 0.
+
+        In units of the multiplier: 0 when every sample gets the same one.
+        """
+        return self.q90_scale - self.q10_scale
+
+    @property
     def mean_scale(self):
-        """float: the mean of `scale` over the samples where it is defined."""
+        """float: the mean of `scale` over the samples where it is defined.
+
+        Sensitive to outliers: prefer `median_scale`.
+        """
         return _nan_summary(np.nanmean, self.scale)
 
     @property
@@ -136,7 +217,11 @@ class ActivationUpdateAlignment:
 
     @property
     def cv_scale(self):
-        """float: the coefficient of variation `std_scale / |mean_scale|`."""
+        """float: the coefficient of variation `std_scale / |mean_scale|`.
+
+        Meaningless when `mean_scale` is near 0, where it grows without
+        bound: prefer `spread_scale` and the quantiles.
+        """
         mean = self.mean_scale
         if mean == 0:
             return math.nan
@@ -151,16 +236,22 @@ class ActivationUpdateAlignment:
         """The summary numbers as one row of `alignment_report`.
 
         Returns:
-            dict: `layer`, `class` (str), `mean_scale`, `std_scale`,
-            `cv_scale` and `mean_cosine` (float).
+            dict: `layer`, `class` (str), then the floats `median_scale`,
+            `q10_scale`, `q90_scale`, `spread_scale`, `mean_cosine`,
+            `mean_scale`, `std_scale` and `cv_scale`, in that order (see
+            the class docstring for how to read them).
         """
         return {
             "layer": self.layer_name,
             "class": self.layer_class,
+            "median_scale": self.median_scale,
+            "q10_scale": self.q10_scale,
+            "q90_scale": self.q90_scale,
+            "spread_scale": self.spread_scale,
+            "mean_cosine": self.mean_cosine,
             "mean_scale": self.mean_scale,
             "std_scale": self.std_scale,
             "cv_scale": self.cv_scale,
-            "mean_cosine": self.mean_cosine,
         }
 
 
@@ -339,8 +430,10 @@ def alignment_report(model, x, y, loss, learning_rate=1e-3):
     and `PatchNormConv*D` layers of this package) layer of `model`, nested
     models included, in the order of `model.layers`; frozen layers are
     skipped. A quick health check of a whole network: an aligned layer has
-    `mean_scale` near its nominal multiplier, a small `cv_scale` and
-    `mean_cosine` near 1.
+    `median_scale` near its nominal multiplier (1 for the affine-like
+    layers, `|x|^2 + 1` for a plain `Dense`), a `spread_scale` small next
+    to it and `mean_cosine` near 1 (see `ActivationUpdateAlignment` for how
+    to read each summary).
 
     Args:
         model: a built `keras.Model` that calls each of those layers once
@@ -354,8 +447,9 @@ def alignment_report(model, x, y, loss, learning_rate=1e-3):
 
     Returns:
         list: one dict per layer (see `ActivationUpdateAlignment.summary`),
-        with keys `layer`, `class`, `mean_scale`, `std_scale`, `cv_scale`
-        and `mean_cosine`.
+        with keys `layer`, `class`, `median_scale`, `q10_scale`,
+        `q90_scale`, `spread_scale`, `mean_cosine`, `mean_scale`,
+        `std_scale` and `cv_scale`.
 
     Raises:
         TypeError: as `activation_update_alignment`.
@@ -376,9 +470,10 @@ def alignment_report(model, x, y, loss, learning_rate=1e-3):
     >>> x = np.ones((1, 4), "float32")  # |x|^2 = 4
     >>> y = np.zeros((1, 2), "float32")
     >>> for row in alignment_report(model, x, y, "mse"):
-    ...     print(row["layer"], row["class"], round(row["mean_scale"], 2))
-    hidden Dense 5.0
-    head AffineLikeDense 1.0
+    ...     print(row["layer"], row["class"], round(row["median_scale"], 2),
+    ...           round(row["spread_scale"], 2))
+    hidden Dense 5.0 0.0
+    head AffineLikeDense 1.0 0.0
     """
     if not isinstance(model, keras.Model):
         raise TypeError(

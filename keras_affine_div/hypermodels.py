@@ -297,7 +297,12 @@ class _ClassifierHyperModel(keras_tuner.HyperModel):
 
         Returns:
             keras.callbacks.History: what `model.fit` returns.
+
+        Raises:
+            ValueError: if `x`'s samples are not of the hypermodel's
+                `input_shape`, or `y` has not one label per sample.
         """
+        self._check_data(x, y)
         if self.schedule == "cosine":
             steps = math.ceil(len(x) / batch_size)
             span = epochs - kwargs.get("initial_epoch", 0)
@@ -322,6 +327,27 @@ class _ClassifierHyperModel(keras_tuner.HyperModel):
             callbacks=callbacks,
             **kwargs,
         )
+
+    def _check_data(self, x, y):
+        """Trains on the data the hypermodel was declared for, or says so."""
+        shape = getattr(x, "shape", None)
+        if shape is not None and tuple(shape[1:]) != self.input_shape:
+            raise ValueError(
+                "Received an invalid value for argument `x`. Expected "
+                f"samples of shape {self.input_shape}, the hypermodel's "
+                f"`input_shape`. Received: x.shape={tuple(shape)}"
+            )
+        if (
+            y is not None
+            and hasattr(x, "__len__")
+            and hasattr(y, "__len__")
+            and len(x) != len(y)
+        ):
+            raise ValueError(
+                "Received an invalid value for argument `y`. Expected one "
+                f"label per sample of `x` ({len(x)}). Received: "
+                f"len(y)={len(y)}"
+            )
 
 
 class MLPHyperModel(_ClassifierHyperModel):

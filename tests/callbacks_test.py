@@ -19,7 +19,14 @@ from keras_affine_div.layers import AffineLikeDense
 NUM_CLASSES = 3
 LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 LAYER_NAMES = ("hidden", "affine", "logits")
-SUMMARIES = ("mean_scale", "cv_scale", "mean_cosine")
+SUMMARIES = (
+    "median_scale",
+    "q10_scale",
+    "q90_scale",
+    "spread_scale",
+    "mean_scale",
+    "mean_cosine",
+)
 
 
 def _data(num_samples=48, seed=0):
@@ -296,6 +303,69 @@ def test_the_monitor_works_outside_fit():
     monitor.on_epoch_end(0, logs)
     assert sorted(logs) == _keys(["logits"]) + ["loss"]
     assert all(math.isfinite(logs[key]) for key in _keys(["logits"]))
+
+
+def test_logs_the_quantiles_of_the_per_sample_multipliers():
+    x, y = _probe()
+    model = _model()
+    monitor = callbacks.AlignmentMonitor(x, y)
+    history = _fit(model, [monitor], epochs=1)
+    learning_rate = float(
+        keras.ops.convert_to_numpy(model.optimizer.learning_rate)
+    )
+    for name in LAYER_NAMES:
+        scale = diagnostics.activation_update_alignment(
+            model, name, x, y, LOSS, learning_rate=learning_rate
+        ).scale
+        q10, median, q90 = np.quantile(scale, [0.1, 0.5, 0.9])
+        logged = {
+            summary: history.history[f"alignment/{name}/{summary}"][0]
+            for summary in SUMMARIES
+        }
+        np.testing.assert_allclose(
+            [logged["q10_scale"], logged["median_scale"], logged["q90_scale"]],
+            [q10, median, q90],
+            rtol=1e-6,
+        )
+        np.testing.assert_allclose(logged["spread_scale"], q90 - q10, rtol=1e-6)
+        np.testing.assert_allclose(
+            logged["mean_scale"], np.mean(scale), rtol=1e-6
+        )
+        assert f"alignment/{name}/cv_scale" not in history.history
+
+
+def test_logs_stay_readable_when_the_mean_multiplier_is_near_zero(monkeypatch):
+    # The user's report: a probe batch whose multipliers average almost 0
+    # (half the samples step against the ideal) logged a cv_scale of ~900.
+    # Every logged multiplier summary must stay within the per-sample values.
+    scale = np.array([-3.0, -1.2, -0.4, 0.2, 0.9, 3.5009])
+    assert abs(scale.mean()) < 1e-3
+
+    def near_zero_mean(model, layer, *args, learning_rate, **kwargs):
+        return diagnostics.ActivationUpdateAlignment(
+            layer.name, "Dense", learning_rate, scale, np.ones(6), np.ones(6)
+        )
+
+    monkeypatch.setattr(
+        diagnostics, "activation_update_alignment", near_zero_mean
+    )
+    x, y = _probe()
+    model = _model()
+    monitor = callbacks.AlignmentMonitor(x, y, layers=["hidden"])
+    logs = {}
+    monitor.set_model(model)
+    monitor.on_epoch_end(0, logs)
+    assert sorted(logs) == _keys(["hidden"])
+    q10, median, q90 = np.quantile(scale, [0.1, 0.5, 0.9])
+    assert logs["alignment/hidden/q10_scale"] == pytest.approx(q10)
+    assert logs["alignment/hidden/median_scale"] == pytest.approx(median)
+    assert logs["alignment/hidden/q90_scale"] == pytest.approx(q90)
+    assert logs["alignment/hidden/spread_scale"] == pytest.approx(q90 - q10)
+    for summary in ("q10_scale", "median_scale", "q90_scale", "mean_scale"):
+        value = logs[f"alignment/hidden/{summary}"]
+        assert scale.min() <= value <= scale.max()
+    spread = logs["alignment/hidden/spread_scale"]
+    assert 0 < spread <= scale.max() - scale.min()
 
 
 # Argument errors: each pins its message.

@@ -27,6 +27,16 @@ from tests.layers.common import skip_unless_supported
 
 EPSILON = 1e-3
 HEAD_UNITS = 3
+SUMMARY_KEYS = (
+    "median_scale",
+    "q10_scale",
+    "q90_scale",
+    "spread_scale",
+    "mean_cosine",
+    "mean_scale",
+    "std_scale",
+    "cv_scale",
+)
 
 
 def _set_weights(model, seed):
@@ -169,6 +179,10 @@ def test_single_sample_scale_is_the_nominal_multiplier(
     assert result.learning_rate == 1e-3
     assert result.std_scale == 0.0
     assert result.cv_scale == 0.0
+    # One sample: every quantile is its multiplier, and nothing spreads.
+    for quantile in (result.q10_scale, result.median_scale, result.q90_scale):
+        assert quantile == result.scale[0]
+    assert result.spread_scale == 0.0
 
 
 def test_scale_does_not_depend_on_the_learning_rate():
@@ -361,6 +375,18 @@ def test_dense_like_matches_numpy_cross_sample_formula(make_layer, kind):
     )
     # Several samples: the scales now differ from sample to sample.
     assert result.std_scale > 0
+    # The quantile summaries are those of the NumPy per-sample scales.
+    q10, median, q90 = np.quantile(scale, [0.1, 0.5, 0.9])
+    np.testing.assert_allclose(
+        [result.q10_scale, result.median_scale, result.q90_scale],
+        [q10, median, q90],
+        rtol=2e-3,
+        atol=1e-4,
+    )
+    np.testing.assert_allclose(
+        result.spread_scale, q90 - q10, rtol=2e-3, atol=2e-4
+    )
+    assert result.spread_scale > 0
 
 
 CONV_REFERENCE_CASES = {
@@ -499,6 +525,9 @@ def test_undefined_samples_are_nan_and_skipped_by_the_summaries():
     np.testing.assert_allclose(result.cosine[1], 1.0, atol=1e-5)
     np.testing.assert_allclose(result.mean_scale, 3.0, rtol=2e-3)
     assert result.std_scale == 0.0
+    for quantile in (result.q10_scale, result.median_scale, result.q90_scale):
+        assert quantile == result.scale[1]
+    assert result.spread_scale == 0.0
     np.testing.assert_allclose(result.mean_cosine, 1.0, atol=1e-5)
 
 
@@ -510,6 +539,10 @@ def test_all_undefined_gives_nan_summaries():
     result = _measure(model, layer, x, y[:, :2])
     assert np.all(np.isnan(result.scale)) and np.all(np.isnan(result.cosine))
     for value in (
+        result.median_scale,
+        result.q10_scale,
+        result.q90_scale,
+        result.spread_scale,
         result.mean_scale,
         result.std_scale,
         result.cv_scale,
@@ -526,13 +559,36 @@ def test_result_summaries_and_immutability():
     assert (result.mean_scale, result.std_scale) == (2.0, 1.0)
     assert result.cv_scale == 0.5
     assert result.mean_cosine == 0.75
-    assert result.summary() == {
+    # Linear interpolation between the two sorted values.
+    assert result.median_scale == 2.0
+    assert result.q10_scale == pytest.approx(1.2, abs=1e-12)
+    assert result.q90_scale == pytest.approx(2.8, abs=1e-12)
+    assert result.spread_scale == pytest.approx(1.6, abs=1e-12)
+    summary = result.summary()
+    # The readable summaries lead, the mean-based ones follow.
+    assert list(summary) == [
+        "layer",
+        "class",
+        "median_scale",
+        "q10_scale",
+        "q90_scale",
+        "spread_scale",
+        "mean_cosine",
+        "mean_scale",
+        "std_scale",
+        "cv_scale",
+    ]
+    assert summary == {
         "layer": "l",
         "class": "Dense",
+        "median_scale": result.median_scale,
+        "q10_scale": result.q10_scale,
+        "q90_scale": result.q90_scale,
+        "spread_scale": result.spread_scale,
+        "mean_cosine": 0.75,
         "mean_scale": 2.0,
         "std_scale": 1.0,
         "cv_scale": 0.5,
-        "mean_cosine": 0.75,
     }
     with pytest.raises(ValueError, match="read-only"):
         result.scale[0] = 5.0
@@ -542,6 +598,44 @@ def test_result_summaries_and_immutability():
         "l", "Dense", 0.1, [1.0, -1.0], [1.0, 1.0], [1.0, 1.0]
     )
     assert math.isnan(zero_mean.cv_scale)
+
+
+# Per-sample multipliers whose mean is almost 0: half the samples' steps
+# go against the ideal one. cv = std / |mean| explodes; the quantiles stay
+# multipliers, between the smallest and the largest sample's.
+NEAR_ZERO_MEAN_SCALES = {
+    "symmetric": [-3.0, -1.0, 1.0, 3.002],
+    "skewed": [-40.0, -0.5, 0.2, 0.3, 1.0, 1.2, 37.8005],
+    "with_nan": [np.nan, -2.0, 0.5, np.nan, -0.5, 2.0005, np.nan],
+}
+
+
+@pytest.mark.parametrize(
+    "scale", NEAR_ZERO_MEAN_SCALES.values(), ids=NEAR_ZERO_MEAN_SCALES.keys()
+)
+def test_quantile_summaries_stay_readable_when_the_mean_is_near_zero(scale):
+    result = diagnostics.ActivationUpdateAlignment(
+        "l", "Dense", 0.1, scale, np.ones(len(scale)), np.ones(len(scale))
+    )
+    defined = np.array([s for s in scale if not math.isnan(s)])
+    # What the old summary showed: a mean near 0 and a cv in the thousands.
+    assert abs(result.mean_scale) < 1e-3
+    assert result.cv_scale > 1000
+    # NumPy reference on the defined per-sample values.
+    q10, median, q90 = np.quantile(defined, [0.1, 0.5, 0.9])
+    assert result.q10_scale == pytest.approx(q10, rel=1e-12, abs=1e-12)
+    assert result.median_scale == pytest.approx(median, rel=1e-12, abs=1e-12)
+    assert result.q90_scale == pytest.approx(q90, rel=1e-12, abs=1e-12)
+    assert result.spread_scale == pytest.approx(q90 - q10, rel=1e-12)
+    # Bounded by the per-sample values, whatever the mean.
+    assert (
+        defined.min()
+        <= result.q10_scale
+        <= result.median_scale
+        <= result.q90_scale
+        <= defined.max()
+    )
+    assert 0 < result.spread_scale <= defined.max() - defined.min()
 
 
 def test_layer_in_a_nested_model():
@@ -621,18 +715,13 @@ def test_alignment_report_over_a_mixed_model():
         single["layer"],
         single["class"],
     )
-    for key in ("mean_scale", "std_scale", "cv_scale", "mean_cosine"):
+    for key in SUMMARY_KEYS:
         assert rows[1][key] == pytest.approx(single[key], rel=1e-6)
     for row in rows:
-        assert set(row) == {
-            "layer",
-            "class",
-            "mean_scale",
-            "std_scale",
-            "cv_scale",
-            "mean_cosine",
-        }
+        assert set(row) == {"layer", "class", *SUMMARY_KEYS}
         assert np.isfinite(row["mean_scale"]) and row["mean_scale"] > 0
+        assert np.isfinite(row["median_scale"]) and row["median_scale"] > 0
+        assert row["q10_scale"] <= row["median_scale"] <= row["q90_scale"]
         assert -1.0 <= row["mean_cosine"] <= 1.0 + 1e-6
 
 
@@ -654,6 +743,8 @@ def test_alignment_report_one_sample_gives_nominal_multipliers():
     affine_out = keras.ops.convert_to_numpy(model.get_layer("affine")(x))
     norm_sq = float(np.sum(np.square(affine_out.astype("float64"))))
     assert rows["affine"]["mean_scale"] == pytest.approx(1.0, rel=2e-3)
+    assert rows["affine"]["median_scale"] == pytest.approx(1.0, rel=2e-3)
+    assert rows["affine"]["spread_scale"] == 0.0
     assert rows["norm"]["mean_scale"] == pytest.approx(
         1 + norm_sq / (norm_sq + EPSILON), rel=2e-3
     )

@@ -516,3 +516,25 @@ def test_fit_stops_a_diverging_run_at_once():
     assert len(history.history["loss"]) == 1
     assert int(keras.ops.convert_to_numpy(model.optimizer.iterations)) == 2
     assert not np.isfinite(history.history["loss"][-1])
+
+
+def test_fit_trains_only_on_the_declared_data():
+    x, y = _tiny_data()
+    hypermodel = hypermodels.MLPHyperModel(
+        "dense", (4,), 3, depth=1, width=8, optimizers=("sgd",)
+    )
+    hp = keras_tuner.HyperParameters()
+    model = hypermodel.build(hp)
+    with pytest.raises(
+        ValueError,
+        match=r"Expected samples of shape \(4,\), the hypermodel's "
+        r"`input_shape`. Received: x.shape=\(48, 5\)",
+    ):
+        hypermodel.fit(hp, model, np.zeros((48, 5), "float32"), y)
+    with pytest.raises(
+        ValueError,
+        match=r"Expected one label per sample of `x` \(48\). "
+        r"Received: len\(y\)=47",
+    ):
+        hypermodel.fit(hp, model, x, y[:47])
+    assert int(keras.ops.convert_to_numpy(model.optimizer.iterations)) == 0

@@ -12,6 +12,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from tuning import outcomes  # noqa: E402
+
 ACCURACY_PNG = "accuracy.png"
 LEARNING_CURVES_PNG = "learning_curves.png"
 LR_SWEEP_PNG = "val_accuracy_vs_learning_rate.png"
@@ -68,6 +70,7 @@ def plot_all(
             arms,
             search_trials,
             conditions,
+            runs=runs,
         ),
     ]
 
@@ -228,12 +231,22 @@ def _draw_curves(ax_loss, ax_acc, arms, curves):
             ax.legend(fontsize=8)
 
 
-def plot_lr_sweep(path, title, arms, search_trials, conditions=None):
-    """Validation accuracy of every search trial against its learning rate."""
+def plot_lr_sweep(path, title, arms, search_trials, conditions=None, runs=()):
+    """Validation accuracy of every search trial against its learning rate.
+
+    A trained trial is a dot (a square for Adam); a trial that diverged is
+    a cross and one that did not learn a triangle (`outcomes`), at its
+    validation accuracy, or at 0 where that is not a number. With `runs`
+    (rows of `trials.csv`), a star marks each arm's chosen rate at the
+    validation accuracy its search trial reached.
+    """
     fig, panels = _panels(conditions, search_trials, (7, 4.5), sharey=True)
     heading = "search trials: validation accuracy vs learning rate"
     for ax, name, rows in panels:
-        _draw_lr_sweep(ax, arms, rows)
+        chosen = [
+            r for r in runs if name is None or r.get("condition", "") == name
+        ]
+        _draw_lr_sweep(ax, arms, rows, chosen)
         if name is not None:
             ax.set_title(name, fontsize=9)
     if conditions is None:
@@ -243,17 +256,23 @@ def plot_lr_sweep(path, title, arms, search_trials, conditions=None):
     return _save(fig, path)
 
 
-def _draw_lr_sweep(ax, arms, search_trials):
+# The marker of each failure (`outcomes`), drawn in the arm's colour.
+FAILURE_MARKERS = {outcomes.DIVERGED: "x", outcomes.DID_NOT_LEARN: "v"}
+
+
+def _draw_lr_sweep(ax, arms, search_trials, runs=()):
     markers = {"sgd": "o", "adam": "s"}
+    num_classes = outcomes.classes_of(next(iter(runs), {}).get("dataset"))
     for i, arm in enumerate(arms):
+        mine = [r for r in search_trials if r["arm"] == arm]
+        found = {id(r): outcomes.of_row(r, num_classes) for r in mine}
         for optimizer, marker in markers.items():
             rows = [
                 r
-                for r in search_trials
-                if r["arm"] == arm
-                and r["optimizer"] == optimizer
-                and r.get("val_accuracy") not in ("", None)
-                and math.isfinite(float(r["val_accuracy"]))
+                for r in mine
+                if r["optimizer"] == optimizer
+                and found[id(r)] == outcomes.OK
+                and _finite(r.get("val_accuracy"))
             ]
             if not rows:
                 continue
@@ -265,12 +284,48 @@ def _draw_lr_sweep(ax, arms, search_trials):
                 alpha=0.75,
                 label=f"{arm}, {optimizer}",
             )
+        for failure, marker in FAILURE_MARKERS.items():
+            rows = [r for r in mine if found[id(r)] == failure]
+            if rows:
+                ax.scatter(
+                    [float(r["learning_rate"]) for r in rows],
+                    [_accuracy_or_zero(r) for r in rows],
+                    color=f"C{i}",
+                    marker=marker,
+                    s=60,
+                    label=f"{arm}: {failure}",
+                )
+        picked = [r for r in runs if r["arm"] == arm and r.get("learning_rate")]
+        if picked and _finite(picked[0].get("search_val_accuracy")):
+            ax.scatter(
+                [float(picked[0]["learning_rate"])],
+                [float(picked[0]["search_val_accuracy"])],
+                color=f"C{i}",
+                marker="*",
+                s=260,
+                edgecolors="black",
+                linewidths=0.8,
+                zorder=3,
+                label=f"{arm}: chosen rate",
+            )
     ax.set_xscale("log")
     ax.set_xlabel("learning rate")
     ax.set_ylabel("validation accuracy")
     ax.grid(alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=7)
+
+
+def _finite(value):
+    try:
+        return math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def _accuracy_or_zero(row):
+    value = row.get("val_accuracy")
+    return float(value) if _finite(value) else 0.0
 
 
 def _save(fig, path):

@@ -45,6 +45,7 @@ import os
 import sys
 
 from keras_affine_div import models
+from tuning import outcomes
 from tuning import records
 from tuning import schema
 from tuning import statistics
@@ -1056,7 +1057,16 @@ def _tests_table(cells, rows, protocol):
 def _bracket_section(runs):
     if not any(r.get("bracketed") for r in runs):
         return []
-    lines = ["## Learning-rate brackets", ""]
+    lines = [
+        "## Learning-rate brackets",
+        "",
+        "A run *diverged* when its training loss became non-finite or ended "
+        f"above {outcomes.EXPLODED_FACTOR:g} times a uniform guess's, and "
+        "*did not learn* when it ended above a uniform guess's (the search "
+        "trials and diverged seeds columns count both); neither bounds a "
+        "bracket.",
+        "",
+    ]
     cells = ordered_unique(
         (r.get("condition", ""), r["arm"])
         for r in runs
@@ -1065,13 +1075,13 @@ def _bracket_section(runs):
     if not cells:
         return lines + [
             "Every (condition, arm) cell is bracketed: its chosen learning "
-            "rate has a completed, non-diverged search trial below and "
+            "rate has a completed search trial that trained below and "
             "above it.",
             "",
         ]
     lines += [
-        "Cells whose chosen learning rate lacks a completed, non-diverged "
-        "search trial on one side (the best rate may lie beyond what was "
+        "Cells whose chosen learning rate lacks a completed search trial "
+        "that trained on one side (the best rate may lie beyond what was "
         "tried):",
         "",
     ]
@@ -1388,16 +1398,29 @@ def _bracket(row):
 
 def _search_count(row, trials):
     count = row.get("search_trials") or str(len(trials))
-    diverged = sum(t.get("diverged") == "True" for t in trials)
-    if any(t.get("diverged") for t in trials):
-        return f"{count} ({diverged} diverged)"
-    return count
+    if not any(t.get("diverged") for t in trials):
+        return count
+    found = outcomes.counts(trials, outcomes.classes_of(row.get("dataset")))
+    return f"{count} ({_failures(found)})"
 
 
 def _diverged(cell):
     if not any(r.get("diverged") for r in cell):
         return "n/a"
-    return f"{sum(r.get('diverged') == 'True' for r in cell)}/{len(cell)}"
+    found = outcomes.counts(cell, outcomes.classes_of(cell[0].get("dataset")))
+    return _failures(found, of=len(cell))
+
+
+def _failures(found, of=None):
+    """`"1 diverged"`, `"0 diverged, 2 did not learn"`; with `of`, as
+    fractions: `"1/5"`, `"0/5, 2/5 did not learn"`."""
+    total = "" if of is None else f"/{of}"
+    text = f"{found[outcomes.DIVERGED]}{total}"
+    if of is None:
+        text += " diverged"
+    if found[outcomes.DID_NOT_LEARN]:
+        text += f", {found[outcomes.DID_NOT_LEARN]}{total} did not learn"
+    return text
 
 
 def _steps(cell, batch_size):

@@ -365,7 +365,7 @@ def _seeds(state, study, condition, c, i, arm, data, options, start):
                 else f"test_accuracy {result['test_accuracy']:.4f} (val "
                 f"{result['val_accuracy']:.4f}"
             )
-            + (", diverged" if result["diverged"] else "")
+            + search.failure(result, data.num_classes, ", {}")
             + f") in {result['wall_time_s']:.1f} s; elapsed "
             f"{search.elapsed(start)}"
         )

@@ -25,6 +25,7 @@ import keras_tuner
 
 from tuning import distributed
 from tuning import oracles
+from tuning import outcomes
 from tuning import patches
 from tuning import records
 from tuning import schema
@@ -178,11 +179,20 @@ class ArmTuner(keras_tuner.Tuner):
         self.log(
             f"{self.label}: trial {n} of {of} done: val_accuracy "
             f"{self._last[schema.OBJECTIVE]:.4f}"
-            + (" (diverged)" if self._last["diverged"] else "")
+            + failure(self._last, self.data.num_classes, " ({})")
             + f" (best so far {best_score:.4f}), "
             f"{self._last['wall_time_s']:.1f} s; elapsed "
             f"{elapsed(self.start)}"
         )
+
+
+def failure(result, num_classes, template):
+    """`template` filled with how a failed run failed; `""` for a run that
+    trained."""
+    if not result["diverged"]:
+        return ""
+    found = outcomes.outcome(result["loss"], num_classes)
+    return template.format(found if found != outcomes.OK else "diverged")
 
 
 def make_oracle(study, role):

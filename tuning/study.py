@@ -59,6 +59,18 @@ Two top-level keys besides `description`:
   to (say, a comparator it lacked), with the same `[search]`, `[fixed]`
   (but `seeds`) and conditions it runs. Its report tests the other
   study's arms of ours against its own comparators, on both studies' rows.
+
+Every value of the file is checked when it is read, before any data loads,
+against what the runner takes later: each value alone (its type and range:
+names of arms, optimisers, schedules, datasets and Keras activations;
+integers that are not booleans or floats; finite numbers; a `seed` whose
+trial seeds stay within `MAX_SEED`), also a `[fixed]` or `[search]` value
+that the grid replaces, every grid value, and the overrides of `[quick]`
+and `[full]` whether or not they are applied; then the values together, for
+the study as written and with each override table (a warm-up shorter than
+the run, subsets that fit in the dataset's splits, a CNN no deeper than its
+images allow, ...). A bad value raises `StudyError`, one line naming the
+key, the value received and what the key takes.
 """
 
 import dataclasses
@@ -101,6 +113,18 @@ DEFAULT_PROTOCOL = 2
 # `RERUN_SEED_BASE // TRIAL_SEED_BASE` reaches.
 TRIAL_SEED_BASE = 100_000
 RERUN_SEED_BASE = 1_000_000_000
+# `keras.utils.set_random_seed` takes seeds up to `MAX_SEED` (NumPy's);
+# with at most `TRIAL_SEED_BASE` trials per search, every trial seed of a
+# search seed up to `MAX_SEARCH_SEED` stays within it.
+MAX_SEED = 2**32 - 1
+MAX_SEARCH_SEED = (MAX_SEED + 1) // TRIAL_SEED_BASE - 1
+# The images of each dataset: its training split (which the validation
+# samples come from), its test split, and the side of its square images (a
+# CNN pools each side by 2 per stage).
+DATASET_SIZES = {
+    "cifar10": {"train": 50_000, "test": 10_000, "side": 32},
+    "fashion_mnist": {"train": 60_000, "test": 10_000, "side": 28},
+}
 # Where a study's repeated searches go, inside its results and runs folders.
 REPEATS_DIR = "repeats"
 COMPARE_REQUIRED = ("family", "arms")
@@ -462,11 +486,25 @@ def load_study(name_or_path, quick=False, full=False):
             f"Malformed study file {path}: not valid TOML ({e}). "
             f"Received: study={str(name_or_path)!r}"
         ) from None
-    return _parse(data, path, quick, full)
+    # Every value of the file is checked, whichever overrides are asked
+    # for: the study as written first, then with each override table.
+    variants = [(False, False)] + [
+        (table == "quick", table == "full")
+        for table in OVERRIDE_TABLES
+        if table in data
+    ]
+    if (quick, full) not in variants:
+        variants.append((quick, full))
+    studies = {v: _parse(data, path, *v) for v in variants}
+    return studies[(quick, full)]
 
 
 def _parse(data, path, quick, full):
     where = f"Malformed study file {path}"
+    for table, applied in zip(OVERRIDE_TABLES, (quick, full)):
+        if applied and table in data:
+            # What the overrides make of the study, not the file's values.
+            where = f"{where} (with its [{table}] overrides)"
     _check_keys(data, TABLES, "top level", where)
     for table in ("compare", "search", "fixed"):
         if not isinstance(data.get(table), dict):
@@ -495,8 +533,8 @@ def _parse(data, path, quick, full):
     if (
         not isinstance(arms, list)
         or not arms
-        or len(set(arms)) != len(arms)
         or any(arm not in variants for arm in arms)
+        or len(set(arms)) != len(arms)
     ):
         raise StudyError(
             f"{where}: `arms` must be a non-empty list of distinct {family} "
@@ -508,8 +546,8 @@ def _parse(data, path, quick, full):
     )
     if (
         not isinstance(comparators, list)
-        or len(set(comparators)) != len(comparators)
         or any(arm not in arms or arm in ours for arm in comparators)
+        or len(set(comparators)) != len(comparators)
     ):
         raise StudyError(
             f"{where}: `comparators` must be a list of distinct arms of the "
@@ -522,11 +560,20 @@ def _parse(data, path, quick, full):
             f"{where}: `margin` must be a number >= 0 (accuracy). "
             f"Received: margin={margin!r}"
         )
+    if margin >= 1:
+        raise StudyError(
+            f"{where}: `margin` must be a number below 1 (a difference of "
+            f"accuracies). Received: margin={margin!r}"
+        )
     search = dict(data["search"])
     fixed = dict(data["fixed"])
     grid = _parse_grid(data.get("grid", {}), family, "[grid]", where)
     protocol = data.get("protocol", DEFAULT_PROTOCOL)
-    if isinstance(protocol, bool) or protocol not in PROTOCOLS:
+    if (
+        isinstance(protocol, bool)
+        or not isinstance(protocol, int)
+        or protocol not in PROTOCOLS
+    ):
         raise StudyError(
             f"{where}: `protocol` must be one of {list(PROTOCOLS)}. "
             f"Received: protocol={protocol!r}"
@@ -534,8 +581,8 @@ def _parse(data, path, quick, full):
     selects = compare.get("selects", [])
     if (
         not isinstance(selects, list)
-        or len(set(map(str, selects))) != len(selects)
-        or any(key not in grid for key in selects)
+        or any(not isinstance(key, str) or key not in grid for key in selects)
+        or len(set(selects)) != len(selects)
     ):
         raise StudyError(
             f"{where}: `selects` must be a list of distinct [grid] keys, the "
@@ -559,6 +606,9 @@ def _parse(data, path, quick, full):
         required=True,
         optional=set(grid) | set(FIXED_DEFAULTS),
     )
+    # Every value as written, also one that a [grid] key replaces.
+    for key, value in itertools.chain(search.items(), fixed.items()):
+        _check_value(key, value, family, where)
     for table in OVERRIDE_TABLES:
         if not isinstance(data.get(table, {}), dict):
             raise StudyError(
@@ -589,6 +639,9 @@ def _parse(data, path, quick, full):
                 f"{list(grid)}. Received: "
                 + ", ".join(f"{k}={grid_overrides[k]!r}" for k in unknown)
             )
+        # The overrides of both tables, whichever is applied.
+        for key, value in overrides.items():
+            _check_value(key, value, family, where, f"[{table}]")
         if (table == "quick" and quick) or (table == "full" and full):
             for key, value in overrides.items():
                 (search if key in SEARCH_KEYS else fixed)[key] = value
@@ -718,6 +771,11 @@ def _parse_grid(grid, family, name, where):
                 f"{OPTIMIZERS}, one searched per condition. "
                 f"Received: optimizers={values!r}"
             )
+        if key != "optimizers":
+            # Each value as the `[fixed]` key takes it.
+            table = None if name == "[grid]" else name
+            for value in values:
+                _check_value(key, value, family, where, table)
     # In the order of the grid keys, so that condition names do not depend
     # on the order of the file.
     return {key: list(grid[key]) for key in allowed if key in grid}
@@ -725,6 +783,11 @@ def _parse_grid(grid, family, name, where):
 
 def check_values(study, where):
     """Checks the values of `study.search` and `study.fixed`.
+
+    Each value alone (`_check_value`), then the values together: the
+    learning-rate windows and the optimisers, the bracketing search, the
+    warm-up and the run, the kernel scales, the subset sizes and the
+    dataset, a CNN's depth and the image size.
 
     Args:
         study: a `Study`.
@@ -734,9 +797,8 @@ def check_values(study, where):
         StudyError: for a value out of range or of the wrong type.
     """
     s, f = study.search, study.fixed
-    _check_choice(s, "tuner", TUNERS, where)
-    _check_int(s, "max_trials", where)
-    _check_int(s, "seed", where, minimum=0)
+    for key, value in itertools.chain(s.items(), f.items()):
+        _check_value(key, value, study.family, where)
     if (
         study.protocol >= 3
         and (s["seed"] + 1) * TRIAL_SEED_BASE > RERUN_SEED_BASE
@@ -762,101 +824,214 @@ def check_values(study, where):
             f"of the study. Received: learning_rate={lr!r}, "
             f"optimizers={s['optimizers']!r}"
         )
-    if not (
-        isinstance(lr, list)
-        and len(lr) == 2
-        and all(_is_number(v) and math.isfinite(v) for v in lr)
-        and 0 < lr[0] < lr[1]
-    ):
-        raise StudyError(
-            f"{where}: `learning_rate` must be `[low, high]` with "
-            f"0 < low < high. Received: learning_rate={lr!r}"
-        )
-    opts = s["optimizers"]
-    if (
-        not isinstance(opts, list)
-        or not opts
-        or len(set(opts)) != len(opts)
-        or any(o not in OPTIMIZERS for o in opts)
-    ):
-        raise StudyError(
-            f"{where}: `optimizers` must be a non-empty list of distinct "
-            f"names from {OPTIMIZERS}. Received: optimizers={opts!r}"
-        )
-    scales = s["kernel_scales"]
-    if scales is not None and (
-        not isinstance(scales, list)
-        or not scales
-        or not all(_is_number(v) and v > 0 for v in scales)
-    ):
-        raise StudyError(
-            f"{where}: `kernel_scales` must be a non-empty list of positive "
-            f"numbers. Received: kernel_scales={scales!r}"
-        )
     if s["tuner"] == "bracket":
         _check_bracket(s, f, where)
-    if not (_is_number(s["lr_step"]) and s["lr_step"] > 0):
-        raise StudyError(
-            f"{where}: `lr_step` must be a positive number of decades. "
-            f"Received: lr_step={s['lr_step']!r}"
-        )
-    _check_choice(f, "schedule", SCHEDULES, where)
-    _check_int(f, "warmup_epochs", where, minimum=0)
     if f["schedule"] == "cosine" and f["warmup_epochs"] >= f["epochs"]:
         raise StudyError(
             f"{where}: the warm-up must be shorter than the run. Received: "
             f"warmup_epochs={f['warmup_epochs']!r}, epochs={f['epochs']!r}"
         )
-    momentum = f["momentum"]
-    if not (_is_number(momentum) and 0 <= momentum < 1):
-        raise StudyError(
-            f"{where}: `momentum` must be a number in [0, 1). "
-            f"Received: momentum={momentum!r}"
-        )
-    scale = f["kernel_scale"]
-    ours = _arm_names(study.family, ours=True)
-    if scale is not None and not (
-        (_is_number(scale) and math.isfinite(scale) and scale > 0)
-        or (
-            isinstance(scale, dict)
-            and scale
-            and all(arm in ours for arm in scale)
-            and all(
-                _is_number(v) and math.isfinite(v) and v > 0
-                for v in scale.values()
-            )
-        )
-    ):
-        raise StudyError(
-            f"{where}: `kernel_scale` must be a positive number, or a table "
-            f"of one for each of some of our arms ({', '.join(ours)}). "
-            f"Received: kernel_scale={scale!r}"
-        )
-    baseline = f["baseline_kernel_scale"]
-    if baseline is not None and not (
-        _is_number(baseline) and math.isfinite(baseline) and baseline > 0
-    ):
-        raise StudyError(
-            f"{where}: `baseline_kernel_scale` must be a positive number. "
-            f"Received: baseline_kernel_scale={baseline!r}"
-        )
+    scale, scales = f["kernel_scale"], s["kernel_scales"]
     if scale is not None and scales is not None:
         raise StudyError(
             f"{where}: set either `kernel_scale` in [fixed] or "
             "`kernel_scales` in [search], not both. Received: "
             f"kernel_scale={scale!r}, kernel_scales={scales!r}"
         )
-    _check_choice(f, "dataset", DATASETS, where)
-    for key in ("train_samples", "val_samples", "test_samples", "depth"):
-        _check_int(f, key, where)
-    for key in ("width", "filters", "epochs", "batch_size", "seeds"):
-        if key in f:
-            _check_int(f, key, where)
-    if not isinstance(f["activation"], str):
+    _check_sizes(study, where)
+
+
+def _check_sizes(study, where):
+    """The subsets fit in the dataset's splits, a CNN in its images."""
+    f = study.fixed
+    dataset = f["dataset"]
+    size = DATASET_SIZES[dataset]
+    if f["train_samples"] + f["val_samples"] > size["train"]:
         raise StudyError(
-            f"{where}: `activation` must be a string. "
-            f"Received: activation={f['activation']!r}"
+            f"{where}: `train_samples` + `val_samples` must be at most the "
+            f"{size['train']} images of the {dataset} training split. "
+            f"Received: train_samples={f['train_samples']!r}, "
+            f"val_samples={f['val_samples']!r}, dataset={dataset!r}"
         )
+    if f["test_samples"] > size["test"]:
+        raise StudyError(
+            f"{where}: `test_samples` must be at most the {size['test']} "
+            f"images of the {dataset} test split. "
+            f"Received: test_samples={f['test_samples']!r}, "
+            f"dataset={dataset!r}"
+        )
+    if study.family == "cnn" and 2 ** f["depth"] > size["side"]:
+        raise StudyError(
+            f"{where}: the `depth` of a CNN must be at most "
+            f"{size['side'].bit_length() - 1}, one 2x2 pooling per stage of "
+            f"the {size['side']}x{size['side']} {dataset} images. "
+            f"Received: depth={f['depth']!r}, dataset={dataset!r}"
+        )
+
+
+def _check_value(key, value, family, where, table=None):
+    """Checks the value of one `[search]` or `[fixed]` key alone, its type
+    and range, as the runner will take it (each window of a `learning_rate`
+    table, one by one).
+
+    Args:
+        key: a key of `SEARCH_KEYS` or `FIXED_KEYS[family]`.
+        value: its value (`None` for a default that sets nothing).
+        family: the study's family (`"mlp"` or `"cnn"`).
+        where: the start of the error message.
+        table: the table the value is in, named in the message (`None`:
+            `[search]`, `[fixed]` or `[grid]`, which the key says).
+
+    Raises:
+        StudyError: saying what the key takes.
+    """
+    if key == "learning_rate" and isinstance(value, dict):
+        values = list(value.values())
+    else:
+        values = [value]
+    for one in values:
+        expected = _VALUE_CHECKS[key](one, family)
+        if expected is not None:
+            in_table = f" in {table}" if table else ""
+            raise StudyError(
+                f"{where}: `{key}`{in_table} must be {expected}. "
+                f"Received: {key}={one!r}"
+            )
+
+
+def _choice(choices):
+    def check(value, family):
+        return None if value in choices else f"one of {choices}"
+
+    return check
+
+
+def _integer(minimum, maximum=None):
+    def check(value, family):
+        if not _is_int(value) or value < minimum:
+            return f"an integer >= {minimum}"
+        if maximum is not None and value > maximum:
+            return f"an integer from {minimum} to {maximum}"
+        return None
+
+    return check
+
+
+def _window(low_high, inside):
+    """`[low, high]` of finite numbers with `0 < low < high`."""
+
+    def check(value, family):
+        if (
+            isinstance(value, list)
+            and len(value) == 2
+            and all(_is_number(v) and math.isfinite(v) for v in value)
+            and 0 < value[0] < value[1]
+        ):
+            return None
+        return f"`{low_high}` with {inside}"
+
+    return check
+
+
+def _optimizers(value, family):
+    if (
+        isinstance(value, list)
+        and value
+        and all(o in OPTIMIZERS for o in value)
+        and len(set(value)) == len(value)
+    ):
+        return None
+    return f"a non-empty list of distinct names from {OPTIMIZERS}"
+
+
+def _kernel_scales(value, family):
+    if value is None or (
+        isinstance(value, list)
+        and value
+        and all(_is_positive(v) for v in value)
+        and len(set(value)) == len(value)
+    ):
+        return None
+    return "a non-empty list of distinct finite positive numbers"
+
+
+def _lr_step(value, family):
+    return None if _is_positive(value) else "a positive number of decades"
+
+
+def _activation(value, family):
+    if not isinstance(value, str):
+        return "a string"
+    import keras
+
+    try:
+        keras.activations.get(value)
+    except (ValueError, TypeError):
+        return (
+            "a Keras activation name (such as 'tanh', 'relu' or 'leaky_relu')"
+        )
+    return None
+
+
+def _momentum(value, family):
+    if _is_number(value) and 0 <= value < 1:
+        return None
+    return "a number in [0, 1)"
+
+
+def _kernel_scale(value, family):
+    ours = _arm_names(family, ours=True)
+    if (
+        value is None
+        or _is_positive(value)
+        or (
+            isinstance(value, dict)
+            and value
+            and all(arm in ours for arm in value)
+            and all(_is_positive(v) for v in value.values())
+        )
+    ):
+        return None
+    return (
+        "a positive number, or a table of one for each of some of our arms "
+        f"({', '.join(ours)})"
+    )
+
+
+def _baseline_kernel_scale(value, family):
+    if value is None or _is_positive(value):
+        return None
+    return "a positive number"
+
+
+# What each `[search]` and `[fixed]` key takes, alone: `None` for a value
+# it takes, else what it takes (see `_check_value`).
+_VALUE_CHECKS = {
+    "tuner": _choice(TUNERS),
+    "max_trials": _integer(1, TRIAL_SEED_BASE),
+    "learning_rate": _window("[low, high]", "0 < low < high"),
+    "optimizers": _optimizers,
+    "kernel_scales": _kernel_scales,
+    "seed": _integer(0, MAX_SEARCH_SEED),
+    "lr_step": _lr_step,
+    "learning_rate_limits": _window("[min, max]", "0 < min < max"),
+    "dataset": _choice(DATASETS),
+    "train_samples": _integer(1),
+    "val_samples": _integer(1),
+    "test_samples": _integer(1),
+    "depth": _integer(1),
+    "width": _integer(1),
+    "filters": _integer(1),
+    "activation": _activation,
+    "epochs": _integer(1),
+    "batch_size": _integer(1),
+    "seeds": _integer(1),
+    "schedule": _choice(SCHEDULES),
+    "warmup_epochs": _integer(0),
+    "momentum": _momentum,
+    "kernel_scale": _kernel_scale,
+    "baseline_kernel_scale": _baseline_kernel_scale,
+}
 
 
 def _check_bracket(search, fixed, where):
@@ -920,25 +1095,17 @@ def _check_keys(table, allowed, name, where, required=False, optional=()):
         )
 
 
-def _check_choice(table, key, choices, where):
-    if table[key] not in choices:
-        raise StudyError(
-            f"{where}: `{key}` must be one of {choices}. "
-            f"Received: {key}={table[key]!r}"
-        )
-
-
-def _check_int(table, key, where, minimum=1):
-    value = table[key]
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise StudyError(
-            f"{where}: `{key}` must be an integer >= {minimum}. "
-            f"Received: {key}={value!r}"
-        )
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _is_number(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_positive(value):
+    """A finite number above 0."""
+    return _is_number(value) and math.isfinite(value) and value > 0
 
 
 def _slug(value):

@@ -6,9 +6,10 @@ model from the hyperparameter values, `keras.utils.set_random_seed(seed)`
 seeds it, and `HyperModel.fit` trains it with the study's protocol (the
 schedule, and `keras.callbacks.TerminateOnNaN`).
 
-A run has *diverged* when its training loss became non-finite (training
-then stops at once) or its final training loss is above that of a uniform
-guess, `ln(num_classes)`.
+A run has *failed* (the `diverged` flag of the result tables) when its
+training loss became non-finite (training then stops at once) or its final
+training loss is above that of a uniform guess, `ln(num_classes)`;
+`outcomes` tells a run that diverged from one that did not learn.
 """
 
 import math
@@ -71,7 +72,8 @@ def make_hypermodel(study, arm, data):
 
 
 def diverged(losses, num_classes):
-    """Whether a run with these per-epoch training losses diverged.
+    """Whether a run with these per-epoch training losses failed: it
+    diverged or did not learn (`outcomes.outcome` tells which).
 
     Args:
         losses: the training loss of every epoch run.
