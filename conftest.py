@@ -13,6 +13,10 @@ import keras  # noqa: E402
 import pytest  # noqa: E402
 
 BACKENDS = ("tensorflow", "jax", "torch")
+# The pass that runs the backend-independent tests (statistics, study files,
+# reports, datasets, ...): once, not once per backend.
+# `KERAS_AFFINE_DIV_EVERY_BACKEND=1` runs them on every backend.
+HOME_BACKEND = "jax"
 
 
 def pytest_report_header(config):
@@ -27,11 +31,29 @@ def pytest_configure(config):
         "markers",
         "requires_backend(*names): run only on the named Keras backends",
     )
+    config.addinivalue_line(
+        "markers",
+        "backend_independent: nothing the test checks depends on the Keras "
+        f"backend; runs in the {HOME_BACKEND} pass only",
+    )
 
 
 def pytest_collection_modifyitems(config, items):
     backend = keras.backend.backend()
+    every = os.environ.get("KERAS_AFFINE_DIV_EVERY_BACKEND") == "1"
     for item in items:
+        if (
+            item.get_closest_marker("backend_independent") is not None
+            and backend != HOME_BACKEND
+            and not every
+        ):
+            item.add_marker(
+                pytest.mark.skip(
+                    reason="backend-independent: runs in the "
+                    f"{HOME_BACKEND} pass"
+                )
+            )
+            continue
         marker = item.get_closest_marker("requires_backend")
         if marker is not None and backend not in marker.args:
             item.add_marker(

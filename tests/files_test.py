@@ -7,6 +7,9 @@ import pytest
 
 from keras_affine_div import _files
 
+# Nothing here depends on the Keras backend: run once (conftest.py).
+pytestmark = pytest.mark.backend_independent
+
 
 def test_write_atomic_text_and_bytes(tmp_path):
     path = tmp_path / "sub" / "a.txt"

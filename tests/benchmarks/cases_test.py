@@ -6,6 +6,9 @@ import pytest
 
 from benchmarks import cases
 
+# Nothing here depends on the Keras backend: run once (conftest.py).
+pytestmark = pytest.mark.backend_independent
+
 
 def test_every_case_names_registered_candidates_baseline_first():
     for mode in cases.MODES:

@@ -4,6 +4,9 @@ import pytest
 
 from benchmarks import memory
 
+# Nothing here depends on the Keras backend: run once (conftest.py).
+pytestmark = pytest.mark.backend_independent
+
 
 def test_memory_ratio_needs_a_baseline_above_the_floor():
     floor = memory.MEMORY_RATIO_FLOOR_MIB

@@ -9,8 +9,13 @@ the README is updated.
 import json
 import re
 
+import pytest
+
 from benchmarks import report
 from keras_affine_div import _provenance
+
+# Nothing here depends on the Keras backend: run once (conftest.py).
+pytestmark = pytest.mark.backend_independent
 
 # The committed full runs (a local --quick run writes `-quick.json` files
 # next to them, which the README does not describe).

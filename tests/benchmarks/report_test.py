@@ -8,7 +8,12 @@ what the README holds.
 import json
 import shutil
 
+import pytest
+
 from benchmarks import report
+
+# Nothing here depends on the Keras backend: run once (conftest.py).
+pytestmark = pytest.mark.backend_independent
 
 # The committed full runs (a local --quick run writes `-quick.json` files
 # next to them, which the README does not show).

@@ -7,6 +7,9 @@ import pytest
 from benchmarks import report
 from benchmarks import targets
 
+# Nothing here depends on the Keras backend: run once (conftest.py).
+pytestmark = pytest.mark.backend_independent
+
 
 @pytest.mark.parametrize("backend", ["tensorflow", "jax", "torch"])
 def test_evaluate_targets_reproduces_the_committed_verdicts(backend):

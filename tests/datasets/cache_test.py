@@ -10,6 +10,9 @@ from keras_affine_div.datasets import cache
 from keras_affine_div.datasets import image_folder as image_folder_lib
 from tests.datasets import common
 
+# Nothing here depends on the Keras backend: run once (conftest.py).
+pytestmark = pytest.mark.backend_independent
+
 
 def test_cache_file_names_are_stable():
     # The names of caches written before: a change here orphans them.

@@ -13,6 +13,9 @@ from keras_affine_div.datasets import _tfds
 from keras_affine_div.datasets import cifar10
 from tests.testing import CIFAR10_JPEG_COPY
 
+# Nothing here depends on the Keras backend: run once (conftest.py).
+pytestmark = pytest.mark.backend_independent
+
 # The image folder.
 
 

@@ -11,6 +11,9 @@ from keras_affine_div import datasets
 from keras_affine_div.datasets import fashion_mnist
 from tests.datasets import common
 
+# Nothing here depends on the Keras backend: run once (conftest.py).
+pytestmark = pytest.mark.backend_independent
+
 
 @pytest.mark.parametrize("gzipped", [True, False], ids=["gzip", "plain"])
 def test_fashion_mnist_from_idx_files(tmp_path, gzipped):

@@ -10,6 +10,9 @@ from keras_affine_div import datasets
 from keras_affine_div.datasets import image_folder as image_folder_lib
 from tests.datasets import common
 
+# Nothing here depends on the Keras backend: run once (conftest.py).
+pytestmark = pytest.mark.backend_independent
+
 
 def test_image_folder_arrays(image_folder, tmp_path):
     ds = datasets.load(

@@ -9,6 +9,9 @@ import pytest
 
 from keras_affine_div import datasets
 
+# Nothing here depends on the Keras backend: run once (conftest.py).
+pytestmark = pytest.mark.backend_independent
+
 
 def test_public_api():
     for name in datasets.__all__:

@@ -8,6 +8,9 @@ from keras_affine_div.datasets import split
 from keras_affine_div.datasets.dataset import RawSplits
 from tests.datasets import common
 
+# Nothing here depends on the Keras backend: run once (conftest.py).
+pytestmark = pytest.mark.backend_independent
+
 
 def _raw(n_train=40, n_test=12, channels=3):
     rng = np.random.default_rng(1)

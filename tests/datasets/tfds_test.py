@@ -8,6 +8,9 @@ import pytest
 from keras_affine_div import datasets
 from keras_affine_div.datasets import _tfds
 
+# Nothing here depends on the Keras backend: run once (conftest.py).
+pytestmark = pytest.mark.backend_independent
+
 
 def test_installed():
     expected = all(

@@ -10,6 +10,9 @@ from tuning import across
 from tuning import records
 from tuning import statistics
 
+# Nothing here depends on the Keras backend: run once (conftest.py).
+pytestmark = pytest.mark.backend_independent
+
 RESULTS = common.REPO_ROOT / "tuning" / "results"
 COMMAND = re.compile(r"Written by `python -m tuning\.across ([^`]+)`")
 

@@ -13,6 +13,9 @@ from tuning import oracles
 from tuning.bracketing import Action
 from tuning.bracketing import Point
 
+# Nothing here depends on the Keras backend: run once (conftest.py).
+pytestmark = pytest.mark.backend_independent
+
 LOW, HIGH = 1e-3, 1.0
 LIMIT_LOW, LIMIT_HIGH = bracketing.DEFAULT_LIMITS
 DIVERGES_ABOVE = 0.5

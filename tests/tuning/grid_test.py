@@ -9,6 +9,9 @@ from tuning import records
 from tuning import study as study_module
 from tuning import sweep
 
+# Nothing here depends on the Keras backend: run once (conftest.py).
+pytestmark = pytest.mark.backend_independent
+
 ARMS = ("dense", "affine_like")
 CONDITIONS = ("width-4", "width-8")
 

@@ -18,6 +18,9 @@ from tuning import runner
 from tuning import study as study_module
 from tuning import sweep
 
+# Nothing here depends on the Keras backend: run once (conftest.py).
+pytestmark = pytest.mark.backend_independent
+
 # Three valid studies the cases spoil, one key at a time: the bracketing
 # search of an MLP, the random search of one, and a CNN.
 BASES = {

@@ -14,6 +14,9 @@ from tuning import study as study_module
 from tuning import supersede
 from tuning import sweep
 
+# Nothing here depends on the Keras backend: run once (conftest.py).
+pytestmark = pytest.mark.backend_independent
+
 GRID = "width = [4, 8]"
 CELLS = [
     ("width-4", "dense"),

@@ -13,6 +13,9 @@ from tuning import search
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+# Nothing here depends on the Keras backend: run once (conftest.py).
+pytestmark = pytest.mark.backend_independent
+
 GUESS = math.log(10)
 
 

@@ -8,6 +8,9 @@ from tuning import pooled
 from tuning import records
 from tuning import schema
 
+# Nothing here depends on the Keras backend: run once (conftest.py).
+pytestmark = pytest.mark.backend_independent
+
 
 def _rows(study, condition, depth, arm, accs, optimizer="sgd"):
     return [

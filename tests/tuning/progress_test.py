@@ -8,6 +8,9 @@ from tuning import progress
 from tuning import study as study_module
 from tuning import supersede
 
+# Nothing here depends on the Keras backend: run once (conftest.py).
+pytestmark = pytest.mark.backend_independent
+
 SMOKE = _provenance.REPO_ROOT / "tuning" / "results" / "smoke"
 
 

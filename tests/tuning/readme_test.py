@@ -24,6 +24,9 @@ from tuning import records
 from tuning import report
 from tuning import study as study_module
 
+# Nothing here depends on the Keras backend: run once (conftest.py).
+pytestmark = pytest.mark.backend_independent
+
 TUNING = _provenance.REPO_ROOT / "tuning"
 RESULTS = TUNING / "results"
 V2_HEADING = "## Protocol v2 studies"

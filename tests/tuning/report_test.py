@@ -8,6 +8,9 @@ from keras_affine_div import _provenance
 from tuning import report
 from tuning import statistics
 
+# Nothing here depends on the Keras backend: run once (conftest.py).
+pytestmark = pytest.mark.backend_independent
+
 CELL_KEYS = {
     "condition",
     "arm",

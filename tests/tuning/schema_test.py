@@ -9,6 +9,9 @@ from tuning import distributed
 from tuning import schema
 from tuning import training
 
+# Nothing here depends on the Keras backend: run once (conftest.py).
+pytestmark = pytest.mark.backend_independent
+
 
 def _row(trial_id, lr, acc, status="COMPLETED", diverged="False", loss="1.0"):
     return {

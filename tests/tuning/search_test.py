@@ -10,6 +10,9 @@ from tests.tuning.bracketing_test import report
 from tuning import oracles
 from tuning import search
 
+# Nothing here depends on the Keras backend: run once (conftest.py).
+pytestmark = pytest.mark.backend_independent
+
 OBJECTIVES = {**PEAKS, "cliff": CLIFF}
 
 

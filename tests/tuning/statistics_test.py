@@ -7,6 +7,9 @@ from scipy import stats
 
 from tuning import statistics
 
+# Nothing here depends on the Keras backend: run once (conftest.py).
+pytestmark = pytest.mark.backend_independent
+
 A = [0.41, 0.43, 0.40, 0.45, 0.42]
 B = [0.47, 0.46, 0.49]
 

@@ -3,6 +3,9 @@ import pytest
 from tests.tuning import common
 from tuning import study as study_module
 
+# Nothing here depends on the Keras backend: run once (conftest.py).
+pytestmark = pytest.mark.backend_independent
+
 
 def test_smoke_study():
     study = study_module.load_study("smoke")

@@ -8,6 +8,9 @@ from tests.tuning import common
 from tuning import sweep
 from tuning import tensorboard
 
+# Nothing here depends on the Keras backend: run once (conftest.py).
+pytestmark = pytest.mark.backend_independent
+
 
 def test_run_names():
     assert tensorboard.run_name("", "dense", "trial", "0") == "dense_trial-0"
