@@ -21,7 +21,7 @@ import sys
 import keras
 
 from benchmarks import cases as bench_cases
-from keras_affine_div import _provenance
+from tuning import provenance
 
 MEMORY_STEPS = 3
 RESULT_PREFIX = "MEMORY_RESULT "
@@ -198,7 +198,7 @@ def _measure_in_subprocess(case, candidate, mode):
         text=True,
         timeout=600,
         env=dict(os.environ),
-        cwd=_provenance.REPO_ROOT,
+        cwd=provenance.REPO_ROOT,
     )
     lines = [
         line

@@ -13,11 +13,11 @@ from benchmarks.memory import MEMORY_KEYS
 from benchmarks.memory import MEMORY_RATIO_FLOOR_MIB
 from benchmarks.memory import memory_ratio
 from benchmarks.timing import PHASES
-from keras_affine_div import _provenance
 from keras_affine_div._files import write_atomic
+from tuning import provenance
 
-RESULTS_DIR = _provenance.REPO_ROOT / "benchmarks" / "results"
-README = _provenance.REPO_ROOT / "benchmarks" / "README.md"
+RESULTS_DIR = provenance.REPO_ROOT / "benchmarks" / "results"
+README = provenance.REPO_ROOT / "benchmarks" / "README.md"
 README_BEGIN = "<!-- results: begin (written by layer_overhead.py --report) -->"
 README_END = "<!-- results: end -->"
 # The order of the backends in the README.
@@ -29,7 +29,7 @@ def result_path(output, machine, backend, mode):
 
     Args:
         output: the results' folder.
-        machine: `_provenance.machine_name()`, e.g. `"cpu-2core"`.
+        machine: `provenance.machine_name()`, e.g. `"cpu-2core"`.
         backend: the Keras backend.
         mode: `"full"`, `"quick"` or `"smoke"`.
 

@@ -1,6 +1,6 @@
 """One benchmark run: every case of a mode, timed, and its result file.
 
-The result holds the provenance (`keras_affine_div._provenance`: git
+The result holds the provenance (`tuning.provenance`: git
 commit and whether the code differs from it, library versions, machine),
 the settings, the load average at the start and the end, every case's
 record (`benchmarks.timing.run_case`, with `memory` where measured) and the
@@ -20,8 +20,8 @@ from benchmarks import memory
 from benchmarks import report
 from benchmarks import targets
 from benchmarks import timing
-from keras_affine_div import _provenance
 from keras_affine_div._files import write_atomic
+from tuning import provenance as _provenance
 
 SCHEMA_VERSION = 1
 # The environment variables a result records (thread counts, oneDNN, XLA).

@@ -27,6 +27,8 @@ OPTIONAL = ("keras_tuner", "tensorflow_datasets", "matplotlib", "pytest")
 
 def _input_shape(cls):
     name = cls.__name__
+    if name.endswith("EinsumDense"):
+        return (5, 8)
     if name.endswith("Dense"):
         return (8,)
     for rank in (1, 2, 3):
@@ -42,7 +44,12 @@ def check_layers():
     rng = np.random.default_rng(0)
     for cls in classes:
         shape = _input_shape(cls)
-        layer = cls(4) if shape == (8,) else cls(4, 3, padding="same")
+        if cls.__name__.endswith("EinsumDense"):
+            layer = cls("abc,cd->abd", output_shape=(None, 4), bias_axes="d")
+        elif shape == (8,):
+            layer = cls(4)
+        else:
+            layer = cls(4, 3, padding="same")
         model = keras.Sequential(
             [
                 keras.Input(shape),
@@ -89,9 +96,24 @@ def check_cifar10_without_tensorflow(cache_dir):
     print("CIFAR-10 through keras.datasets: ok")
 
 
+def check_no_git_code(here):
+    """The library ships no provenance or git code (the research tools keep
+    theirs in `tuning/provenance.py`)."""
+    found = []
+    for folder, _, files in os.walk(here):
+        for name in files:
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                text = open(path, encoding="utf-8").read()
+                if "provenance" in name or "import subprocess" in text:
+                    found.append(os.path.relpath(path, here))
+    assert not found, f"the wheel carries provenance or git code: {found}"
+
+
 def main():
     here = os.path.dirname(keras_affine_div.__file__)
     assert "site-packages" in here, f"not the installed package: {here}"
+    check_no_git_code(here)
     n = check_layers()
     loaded = [m for m in OPTIONAL if m in sys.modules]
     assert not loaded, f"the library imported optional packages: {loaded}"

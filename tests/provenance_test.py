@@ -1,4 +1,4 @@
-"""The provenance every result records (`keras_affine_div._provenance`)."""
+"""The provenance every result records (`tuning.provenance`)."""
 
 import os
 import shutil
@@ -7,8 +7,8 @@ import subprocess
 import keras
 import pytest
 
-from keras_affine_div import _provenance
 from keras_affine_div import version
+from tuning import provenance
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
@@ -51,14 +51,14 @@ def _head(root):
 
 @needs_git
 def test_a_clean_checkout(checkout):
-    assert _provenance.git_state(checkout) == (_head(checkout), False)
+    assert provenance.git_state(checkout) == (_head(checkout), False)
 
 
 @needs_git
 @pytest.mark.parametrize("name", ["code.py", "study.toml"])
 def test_a_changed_code_file_is_dirty(checkout, name):
     (checkout / name).write_text("b\n")
-    assert _provenance.git_state(checkout) == (_head(checkout), True)
+    assert provenance.git_state(checkout) == (_head(checkout), True)
 
 
 @needs_git
@@ -68,20 +68,20 @@ def test_results_docs_and_untracked_files_are_not_dirty(checkout):
     (checkout / "notes.md").write_text("b\n")
     (checkout / "results.csv").write_text("b\n")
     (checkout / "new.py").write_text("b\n")
-    assert _provenance.git_state(checkout) == (_head(checkout), False)
+    assert provenance.git_state(checkout) == (_head(checkout), False)
 
 
 def test_outside_a_checkout(tmp_path):
-    assert _provenance.git_state(tmp_path) == (None, None)
+    assert provenance.git_state(tmp_path) == (None, None)
 
 
 def test_repo_root_is_this_checkout():
-    assert (_provenance.REPO_ROOT / "keras_affine_div").is_dir()
-    assert (_provenance.REPO_ROOT / "pyproject.toml").is_file()
+    assert (provenance.REPO_ROOT / "keras_affine_div").is_dir()
+    assert (provenance.REPO_ROOT / "pyproject.toml").is_file()
 
 
 def test_library_versions():
-    versions = _provenance.library_versions()
+    versions = provenance.library_versions()
     assert versions["keras"] == keras.__version__
     assert versions["keras_affine_div"] == version.__version__
     assert {"python", "numpy", keras.backend.backend()} <= set(versions)
@@ -89,7 +89,7 @@ def test_library_versions():
 
 
 def test_machine():
-    machine = _provenance.machine()
+    machine = provenance.machine()
     assert set(machine) == {
         "system",
         "release",
@@ -103,7 +103,7 @@ def test_machine():
     if hasattr(os, "sched_getaffinity"):
         assert machine["cpus_usable"] == len(os.sched_getaffinity(0))
     assert 1 <= machine["cpus_usable"] <= os.cpu_count()
-    name = _provenance.machine_name()
+    name = provenance.machine_name()
     if machine["accelerator"] is None:
         assert name == f"cpu-{os.cpu_count()}core"
     else:

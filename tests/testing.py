@@ -16,12 +16,12 @@ import tempfile
 import keras
 import numpy as np
 
-from keras_affine_div import _provenance
+from tuning import provenance
 
 # The CIFAR-10 copy shared by the project's machines (README.md, "The main job"):
 # `../shared/datasets/cifar10-jpeg` next to the repository, wherever it is
 # cloned, unless KERAS_AFFINE_DIV_CIFAR10_DIR names another copy.
-REPO_ROOT = str(_provenance.REPO_ROOT)
+REPO_ROOT = str(provenance.REPO_ROOT)
 CIFAR10_JPEG_COPY = os.environ.get("KERAS_AFFINE_DIV_CIFAR10_DIR") or (
     os.path.join(
         os.path.dirname(REPO_ROOT), "shared", "datasets", "cifar10-jpeg"

@@ -4,7 +4,7 @@ Every file is written whole through `keras_affine_div._files.write_atomic`
 (a temporary name in the same directory, flushed and renamed over the old
 one), so a reader sees either the old or the new content, never a partial
 file. The provenance a result records (commit, library versions, machine)
-comes from `keras_affine_div._provenance`, shared with the benchmarks.
+comes from `tuning.provenance`, shared with the benchmarks.
 """
 
 import csv

@@ -28,9 +28,9 @@ import os
 import shutil
 import time
 
-from keras_affine_div import _provenance
 from tuning import distributed
 from tuning import lock
+from tuning import provenance
 from tuning import records
 from tuning import schema
 from tuning import search
@@ -121,7 +121,7 @@ def run(study, options=Options()):
 
 
 def _run(study, options, role, backend, runs_dir, out_dir):
-    git_at_start = _provenance.git_state()
+    git_at_start = provenance.git_state()
     conditions = study.conditions()
     start = time.perf_counter()
     log(
@@ -689,7 +689,7 @@ class _State:
             curves,
         )
         old = stale[0]
-        commit, dirty = _provenance.git_state()
+        commit, dirty = provenance.git_state()
         records.write_json(
             os.path.join(dest, supersede.SUPERSEDED_JSON),
             {
@@ -937,10 +937,10 @@ def reproduce(study, options, arm, seed, condition=None):
         )
     summary = records.read_json(os.path.join(out_dir, schema.SUMMARY_JSON))
     cores = ((summary or {}).get("machine") or {}).get("cpus_usable")
-    if cores and cores != _provenance.usable_cpus():
+    if cores and cores != provenance.usable_cpus():
         log(
             f"note: the study's summary was written by a process on {cores} "
-            f"usable core(s); this one has {_provenance.usable_cpus()}. "
+            f"usable core(s); this one has {provenance.usable_cpus()}. "
             "XLA's CPU convolutions can round differently with the number "
             "of cores: to match, run on as many (`taskset -c 0` for one)"
         )

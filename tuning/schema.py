@@ -30,15 +30,15 @@ import os
 import statistics
 import time
 
-from keras_affine_div import _provenance
 from keras_affine_div import hypermodels
 from keras_affine_div import models
 from tuning import bracketing
+from tuning import provenance
 from tuning import records
 from tuning import study as study_module
 
-DEFAULT_RESULTS_DIR = str(_provenance.REPO_ROOT / "tuning" / "results")
-DEFAULT_RUNS_DIR = str(_provenance.REPO_ROOT / "tuning" / "runs")
+DEFAULT_RESULTS_DIR = str(provenance.REPO_ROOT / "tuning" / "results")
+DEFAULT_RUNS_DIR = str(provenance.REPO_ROOT / "tuning" / "runs")
 TRIALS_CSV = "trials.csv"
 SEARCH_TRIALS_CSV = "search_trials.csv"
 SEARCH_PROGRESS_CSV = "search_progress.csv"
@@ -489,7 +489,7 @@ def summary(
     started (the code that ran); `git_commit_at_end` is added when the
     repository moved during the run.
     """
-    commit_at_end, dirty_at_end = _provenance.git_state()
+    commit_at_end, dirty_at_end = provenance.git_state()
     commit, dirty = git_at_start or (commit_at_end, dirty_at_end)
     conditions = {}
     for condition in study.conditions():
@@ -519,8 +519,8 @@ def summary(
             "num_classes": data.num_classes,
         },
         "backend": backend,
-        "versions": _provenance.library_versions(),
-        "machine": _provenance.machine(),
+        "versions": provenance.library_versions(),
+        "machine": provenance.machine(),
         "git_commit": commit,
         "git_dirty": dirty,
         **(

@@ -35,8 +35,8 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 
-from keras_affine_div import _provenance  # noqa: E402
 from tuning import lock  # noqa: E402
+from tuning import provenance  # noqa: E402
 from tuning import records  # noqa: E402
 from tuning import schema  # noqa: E402
 from tuning import study as study_module  # noqa: E402
@@ -152,7 +152,7 @@ def _supersede(study, arms, name, reason, out_dir, study_runs, dest, command):
     )
     for path in study_wide:
         shutil.copy2(path, dest)
-    commit, dirty = _provenance.git_state()
+    commit, dirty = provenance.git_state()
     record = {
         "study": study.results_name,
         "arms": arms,

@@ -18,7 +18,7 @@ from benchmarks import cases
 from benchmarks import layer_overhead
 from benchmarks import report
 from benchmarks import runner
-from keras_affine_div import _provenance
+from tuning import provenance
 
 
 def _strict_json(text):
@@ -51,7 +51,7 @@ def smoke(tmp_path_factory):
         text=True,
         timeout=600,
         env=dict(os.environ, KERAS_BACKEND=keras.backend.backend()),
-        cwd=_provenance.REPO_ROOT,
+        cwd=provenance.REPO_ROOT,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     paths = sorted(output.glob("*.json"))
@@ -67,7 +67,7 @@ def test_smoke_run_writes_the_result_file(smoke):
         output, result["machine"], backend, "smoke"
     )
     assert path.name == f"{result['machine']}-{backend}-smoke.json"
-    assert result["machine"] == _provenance.machine_name()
+    assert result["machine"] == provenance.machine_name()
     assert result["backend"] == backend
     assert result["mode"] == "smoke"
     assert result["benchmark"] == "layer_overhead"
@@ -200,9 +200,9 @@ def test_parse_args_refuses_two_modes(capsys):
 
 
 def test_provenance_comes_from_the_shared_module(monkeypatch):
-    monkeypatch.setattr(_provenance, "git_state", lambda: ("abc123", True))
+    monkeypatch.setattr(provenance, "git_state", lambda: ("abc123", True))
     origin = runner.provenance()
     assert origin["git"] == {"commit": "abc123", "dirty": True}
-    assert origin["versions"] == _provenance.library_versions()
-    assert origin["platform"] == _provenance.machine()
-    assert origin["machine"] == _provenance.machine_name()
+    assert origin["versions"] == provenance.library_versions()
+    assert origin["platform"] == provenance.machine()
+    assert origin["machine"] == provenance.machine_name()

@@ -13,7 +13,7 @@ import pytest
 
 from benchmarks import cases
 from benchmarks.profiling import variants
-from keras_affine_div import _provenance
+from tuning import provenance
 
 
 def _run(script, *args):
@@ -23,7 +23,7 @@ def _run(script, *args):
         text=True,
         timeout=600,
         env=dict(os.environ, KERAS_BACKEND=keras.backend.backend()),
-        cwd=_provenance.REPO_ROOT,
+        cwd=provenance.REPO_ROOT,
     )
 
 

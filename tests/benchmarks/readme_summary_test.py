@@ -12,7 +12,7 @@ import re
 import pytest
 
 from benchmarks import report
-from keras_affine_div import _provenance
+from tuning import provenance
 
 # Nothing here depends on the Keras backend: run once (conftest.py).
 pytestmark = pytest.mark.backend_independent
@@ -73,7 +73,7 @@ def _format(values, places):
 def test_readme_cost_table_matches_committed_results():
     for path in RESULTS:
         assert json.loads(path.read_text())["mode"] == "full", path
-    readme = (_provenance.REPO_ROOT / "README.md").read_text()
+    readme = (provenance.REPO_ROOT / "README.md").read_text()
     for label, (candidates, reference) in ROWS.items():
         match = re.search(
             r"^\| " + re.escape(label) + r" \| (.+?) \| (.+?) \|$",

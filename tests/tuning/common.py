@@ -7,10 +7,10 @@ import sys
 
 import numpy as np
 
-from keras_affine_div import _provenance
 from keras_affine_div.datasets import cifar10
+from tuning import provenance
 
-REPO_ROOT = _provenance.REPO_ROOT
+REPO_ROOT = provenance.REPO_ROOT
 CLASSES = cifar10.CLASS_NAMES
 
 TINY_STUDY = """

@@ -2,9 +2,9 @@ import shutil
 
 import pytest
 
-from keras_affine_div import _provenance
 from tests.tuning import common
 from tuning import divergence
+from tuning import provenance
 from tuning import records
 from tuning import study as study_module
 
@@ -14,7 +14,7 @@ from tuning import study as study_module
 def test_divergence_of_the_smoke_study(tmp_path):
     data_dir = common.write_image_folder(tmp_path / "cifar10")
     shutil.copytree(
-        str(_provenance.REPO_ROOT / "tuning" / "results" / "smoke"),
+        str(provenance.REPO_ROOT / "tuning" / "results" / "smoke"),
         tmp_path / "results" / "smoke",
     )
     status = divergence.main(

@@ -3,15 +3,15 @@ import shutil
 
 import pytest
 
-from keras_affine_div import _provenance
 from tuning import progress
+from tuning import provenance
 from tuning import study as study_module
 from tuning import supersede
 
 # Nothing here depends on the Keras backend: run once (conftest.py).
 pytestmark = pytest.mark.backend_independent
 
-SMOKE = _provenance.REPO_ROOT / "tuning" / "results" / "smoke"
+SMOKE = provenance.REPO_ROOT / "tuning" / "results" / "smoke"
 
 
 def _grid_study(tmp_path):

@@ -17,9 +17,9 @@ import re
 
 import pytest
 
-from keras_affine_div import _provenance
 from tuning import divergence
 from tuning import pooled
+from tuning import provenance
 from tuning import records
 from tuning import report
 from tuning import study as study_module
@@ -27,7 +27,7 @@ from tuning import study as study_module
 # Nothing here depends on the Keras backend: run once (conftest.py).
 pytestmark = pytest.mark.backend_independent
 
-TUNING = _provenance.REPO_ROOT / "tuning"
+TUNING = provenance.REPO_ROOT / "tuning"
 RESULTS = TUNING / "results"
 V2_HEADING = "## Protocol v2 studies"
 POOLED_GLOB = "pooled*.md"

@@ -4,7 +4,7 @@ import shutil
 import numpy as np
 import pytest
 
-from keras_affine_div import _provenance
+from tuning import provenance
 from tuning import report
 from tuning import statistics
 
@@ -420,7 +420,7 @@ def test_v1_comparators_from_the_rows_without_a_summary():
 
 
 def test_report_on_committed_smoke_results(tmp_path):
-    src = str(_provenance.REPO_ROOT / "tuning" / "results" / "smoke")
+    src = str(provenance.REPO_ROOT / "tuning" / "results" / "smoke")
     shutil.copytree(src, tmp_path / "smoke")
     assert report.main(["smoke", "--results-dir", str(tmp_path)]) == 0
     text = (tmp_path / "smoke" / report.REPORT_MD).read_text()
@@ -444,7 +444,7 @@ def test_missing_results(tmp_path, capsys):
 
 
 def test_read_results_of_committed_smoke_results(tmp_path):
-    src = str(_provenance.REPO_ROOT / "tuning" / "results" / "smoke")
+    src = str(provenance.REPO_ROOT / "tuning" / "results" / "smoke")
     shutil.copytree(src, tmp_path / "smoke")
     runs, search, summary = report.read_results(str(tmp_path / "smoke"))
     assert {r["arm"] for r in runs} == {"dense", "affine_like"}

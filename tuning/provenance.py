@@ -1,4 +1,4 @@
-"""Where a result came from: the code, the libraries and the machine (private).
+"""Where a result came from: the code, the libraries and the machine.
 
 The tuning studies and the benchmarks record the same provenance with the
 same meaning:
@@ -13,9 +13,10 @@ same meaning:
 - `machine()`: the operating system, the processor and its cores, and the
   accelerator the Keras backend sees.
 
-`REPO_ROOT` is the checkout holding the package, the one place the
-repository's root is defined; `git_state` reports `(None, None)` where the
-package does not run from a git checkout (an installed wheel).
+`REPO_ROOT` is the checkout holding `tuning/`, the one place the
+repository's root is defined; `git_state` reports `(None, None)` where it
+is not a git checkout. It lives with the research tools, not in the
+library: the wheel of `keras_affine_div` carries no git code.
 """
 
 import importlib.metadata
