@@ -32,6 +32,15 @@ pooling:
 | `batch_norm` | `Conv2D`, `BatchNormalization`, `Activation` |
 | `group_norm` | `Conv2D`, `GroupNormalization`, `Activation` |
 | `layer_norm` | `Conv2D`, `LayerNormalization`, `Activation` |
+| `patch_norm_stem`, `affine_like_conv_stem` | as `patch_norm` / `affine_like_conv`, but the first stage is a plain `Conv2D(activation)` (a stem with Keras' default kernel) |
+| `patch_norm_head`, `affine_like_conv_head` | as `patch_norm` / `affine_like_conv`, and the head is an `AffineLikeDense(num_classes)` |
+| `patch_norm_stem_head`, `affine_like_conv_stem_head` | both: a plain `Conv2D` stem and an `AffineLikeDense` head |
+
+The stem variants keep the first convolution, which sees raw pixels, an
+ordinary affine map: `PatchNormConv2D` there scales every 27-value pixel
+patch to unit norm (discarding local contrast), and `AffineLikeConv2D`
+divides it by `sqrt(|P|^2 + 1)`. The head variants correct the output
+layer as `affine_like_head` does in the MLP.
 
 The baselines follow the Keras convention: affine map, then normaliser,
 then activation. Images are channels-last whatever
@@ -81,6 +90,8 @@ class Arm:
             affine map and the activation; `None` otherwise.
         corrected_head: whether the output layer is an `AffineLikeDense`
             too, rather than a plain `Dense`.
+        plain_stem: for a CNN arm of ours, whether the first stage is a
+            plain `Conv2D` (Keras' default kernel) rather than `layer`.
     """
 
     name: str
@@ -89,6 +100,7 @@ class Arm:
     layer: type = None
     normalizer: object = None
     corrected_head: bool = False
+    plain_stem: bool = False
 
     @property
     def scale_sensitive(self):
@@ -153,6 +165,21 @@ ARMS = (
         False,
         normalizer=_normalizer(keras.layers.LayerNormalization),
     ),
+    *(
+        Arm(
+            f"{base}_{suffix}",
+            "cnn",
+            True,
+            layer=layer,
+            plain_stem="stem" in suffix,
+            corrected_head="head" in suffix,
+        )
+        for base, layer in (
+            ("patch_norm", PatchNormConv2D),
+            ("affine_like_conv", AffineLikeConv2D),
+        )
+        for suffix in ("stem", "head", "stem_head")
+    ),
 )
 
 
@@ -174,8 +201,10 @@ def arm_names(family=None, ours=None):
     Example:
 
     >>> from keras_affine_div import models
-    >>> models.arm_names("cnn", ours=True)
+    >>> models.arm_names("cnn", ours=True)[:2]
     ('patch_norm', 'affine_like_conv')
+    >>> models.arm_names("cnn", ours=True)[2:5]
+    ('patch_norm_stem', 'patch_norm_head', 'patch_norm_stem_head')
     """
     if family is not None:
         _validation.one_of(family, FAMILIES, "family")
@@ -210,6 +239,9 @@ CNN_VARIANTS = arm_names("cnn")
 OUR_MLP_VARIANTS = arm_names("mlp", ours=True)
 OUR_CNN_VARIANTS = arm_names("cnn", ours=True)
 
+
+# The plain stem of the CNN stem variants: the `conv` arm's block.
+_PLAIN_CONV = next(a for a in ARMS if a.family == "cnn" and a.name == "conv")
 
 # The plain affine map of each family's baselines, and its layers' names.
 _AFFINE = {
@@ -354,14 +386,19 @@ def cnn(
 
     `depth` stages, stage `i` (from 0) a 3x3 same-padded convolution block
     with `filters * 2**i` filters (the block is set by `variant`, see the
-    module docstring) and a 2x2 max-pooling; then `GlobalAveragePooling2D`
-    and a plain `Dense(num_classes)` returning logits. Images are
+    module docstring; the first one is a plain `Conv2D` in the stem
+    variants) and a 2x2 max-pooling; then `GlobalAveragePooling2D` and a
+    plain `Dense(num_classes)` returning logits (an
+    `AffineLikeDense(num_classes)` in the head variants). Images are
     channels-last.
 
     Args:
         variant: one of `CNN_VARIANTS`: `"conv"`, `"patch_norm"`,
             `"affine_like_conv"`, `"batch_norm"`, `"group_norm"`,
-            `"layer_norm"`. `group_norm` uses `GroupNormalization` with
+            `"layer_norm"`, and the stem and head variants of our two
+            (`"patch_norm_stem"`, `"patch_norm_head"`,
+            `"patch_norm_stem_head"`, the same for `"affine_like_conv"`).
+            `group_norm` uses `GroupNormalization` with
             `gcd(channels, GROUP_NORM_GROUPS)` groups (8 for the default
             widths); `layer_norm` uses `LayerNormalization` over the
             channels of each position (the Keras default axis, as in
@@ -378,10 +415,11 @@ def cnn(
         kernel_scale: positive float or `None`, a multiplier on the
             default kernel initialiser of the convolutions: for our layers
             (`OUR_CNN_VARIANTS`) the standard deviation of a `RandomNormal`
-            kernel, for `"conv"` a factor on the limit of Keras'
-            `GlorotUniform`. The normalised baselines divide the scale out
-            and do not take it. Defaults to `None` (each layer's own
-            default).
+            kernel (the `AffineLikeDense` head of the head variants too),
+            for `"conv"` a factor on the limit of Keras' `GlorotUniform`.
+            A stem keeps Keras' default. The normalised baselines divide
+            the scale out and do not take it. Defaults to `None` (each
+            layer's own default).
         name: the model's name. Defaults to `None` (`"cnn_<variant>"`).
 
     Returns:
@@ -425,12 +463,13 @@ def cnn(
     x = inputs
     for i in range(depth):
         prefix = f"stage{i + 1}"
+        stem = i == 0 and arm.plain_stem
         x = _hidden_block(
-            arm,
+            _PLAIN_CONV if stem else arm,
             x,
             filters * 2**i,
             activation,
-            kernel_initializer(),
+            None if stem else kernel_initializer(),
             prefix=prefix,
             kernel_size=3,
             padding="same",
@@ -442,7 +481,12 @@ def cnn(
     x = keras.layers.GlobalAveragePooling2D(
         data_format="channels_last", name="global_pool"
     )(x)
-    outputs = keras.layers.Dense(num_classes, name="logits")(x)
+    if arm.corrected_head:
+        outputs = AffineLikeDense(
+            num_classes, kernel_initializer=kernel_initializer(), name="logits"
+        )(x)
+    else:
+        outputs = keras.layers.Dense(num_classes, name="logits")(x)
     return keras.Model(inputs, outputs, name=name or f"cnn_{variant}")
 
 

@@ -102,7 +102,7 @@ def test_variant_tuples():
     assert set(models.OUR_MLP_VARIANTS) <= set(models.MLP_VARIANTS)
     assert set(models.OUR_CNN_VARIANTS) <= set(models.CNN_VARIANTS)
     assert set(MLP_BLOCKS) == set(models.MLP_VARIANTS)
-    assert set(CNN_BLOCKS) == set(models.CNN_VARIANTS)
+    assert set(CNN_BLOCKS) <= set(models.CNN_VARIANTS)
 
 
 # MLP.
@@ -175,7 +175,52 @@ def test_cnn_arm_trains(variant):
     _fit_one_step(model, CNN_INPUT)
 
 
-@pytest.mark.parametrize("variant", models.CNN_VARIANTS)
+# The stem and head variants of our CNN arms: (base arm, stem, head).
+CNN_VARIANTS_OF_OURS = {
+    f"{base}_{suffix}": (base, "stem" in suffix, "head" in suffix)
+    for base in ("patch_norm", "affine_like_conv")
+    for suffix in ("stem", "head", "stem_head")
+}
+BASE_CNN_VARIANTS = [v for v in models.CNN_VARIANTS if v in CNN_BLOCKS]
+
+
+def test_cnn_stem_and_head_variants_are_registered():
+    assert set(models.CNN_VARIANTS) == set(CNN_BLOCKS) | set(
+        CNN_VARIANTS_OF_OURS
+    )
+    assert set(CNN_VARIANTS_OF_OURS) <= set(models.OUR_CNN_VARIANTS)
+
+
+@pytest.mark.parametrize("variant", sorted(CNN_VARIANTS_OF_OURS))
+def test_cnn_stem_and_head_variants(variant):
+    base, stem, head = CNN_VARIANTS_OF_OURS[variant]
+    model = models.cnn(
+        variant, CNN_INPUT, NUM_CLASSES, depth=3, filters=2, kernel_scale=0.5
+    )
+    convs = [l for l in model.layers if hasattr(l, "filters")]
+    expected = CNN_BLOCKS[base] * 3
+    if stem:
+        expected = [keras.layers.Conv2D] + expected[1:]
+    assert [type(l) for l in convs] == expected
+    assert [l.filters for l in convs] == [2, 4, 8]
+    if stem:
+        # The stem keeps Keras' default kernel; the kernel scale reaches
+        # our layers only.
+        assert convs[0].name == "stage1_conv"
+        assert type(convs[0].kernel_initializer).__name__ == "GlorotUniform"
+    ours = convs[1:] if stem else convs
+    assert all(l.kernel_initializer.stddev == 0.5 for l in ours)
+    head = model.layers[-1]
+    assert head.name == "logits"
+    if variant.endswith("head"):
+        assert type(head) is layers.AffineLikeDense
+        assert head.kernel_initializer.stddev == 0.5
+    else:
+        assert type(head) is keras.layers.Dense
+    _fit_one_step(model, CNN_INPUT)
+
+
+@pytest.mark.parametrize("variant", BASE_CNN_VARIANTS)
 def test_cnn_layers(variant):
     model = models.cnn(variant, CNN_INPUT, NUM_CLASSES, depth=3, filters=2)
     assert model.name == f"cnn_{variant}"
