@@ -1152,13 +1152,17 @@ def _check_same_study(study, runs_dir, out_dir, backend):
         )
 
 
+# What `--overwrite` keeps in a study's folders: the lock (which a running
+# runner would otherwise lose) and the study's written discussion.
+KEPT_ON_OVERWRITE = (lock.LOCK_NAME, "README.md")
+
+
 def _empty_but_lock(path):
-    """Deletes everything in `path` but the lock file (which a running
-    runner would otherwise lose)."""
+    """Deletes everything in `path` but `KEPT_ON_OVERWRITE`."""
     if not os.path.isdir(path):
         return
     for name in os.listdir(path):
-        if name == lock.LOCK_NAME:
+        if name in KEPT_ON_OVERWRITE:
             continue
         full = os.path.join(path, name)
         if os.path.isdir(full) and not os.path.islink(full):

@@ -893,3 +893,11 @@ def test_trial_ids_are_compared_as_counters(a, b, same):
     from tuning import runner
 
     assert runner._same_trial(a, b) is same
+
+
+def test_overwrite_keeps_the_lock_and_the_written_discussion(tmp_path):
+    for name in ("trials.csv", "report.md", "README.md", lock.LOCK_NAME):
+        (tmp_path / name).write_text("x")
+    (tmp_path / "repeats" / "search-seed-1").mkdir(parents=True)
+    runner._empty_but_lock(tmp_path)
+    assert sorted(os.listdir(tmp_path)) == sorted(["README.md", lock.LOCK_NAME])
