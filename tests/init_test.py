@@ -10,6 +10,7 @@ def test_all_lists_the_public_modules():
     assert sorted(keras_affine_div.__all__) == [
         "__version__",
         "callbacks",
+        "convert",
         "datasets",
         "diagnostics",
         "layers",

@@ -8,6 +8,7 @@ the layers cannot drift apart.
 
 import contextlib
 import numbers
+import warnings
 
 import keras
 from keras import ops
@@ -30,6 +31,88 @@ def default_kernel_initializer():
         layer, so that two layers never share their kernels).
     """
     return keras.initializers.RandomNormal(mean=0.0, stddev=1.0)
+
+
+def check_not_quantized(quantization_config, dtype):
+    """Raises if a layer is asked to quantize: no layer here implements it.
+
+    Keras' `Dense` config carries `quantization_config` (`None` unless the
+    layer was quantized), and a quantized layer's dtype policy is a
+    `QuantizedDTypePolicy` (`"int8_from_float32"`, ...). The layers accept
+    the key so that a Keras config loads, and refuse any quantization
+    rather than silently drop it.
+
+    Args:
+        quantization_config: the `quantization_config` keyword argument.
+        dtype: the `dtype` keyword argument (a name, a policy or `None`).
+
+    Raises:
+        ValueError: if `quantization_config` is not `None`, or `dtype` is a
+            quantized dtype policy.
+    """
+    if quantization_config is not None:
+        raise ValueError(
+            "The layers of keras_affine_div do not implement quantization: "
+            "`quantization_config` (a key of Keras' `Dense` config) must be "
+            f"None. Received: quantization_config={quantization_config!r}"
+        )
+    policy = dtype
+    if isinstance(dtype, str):
+        try:
+            policy = keras.dtype_policies.get(dtype)
+        except (ValueError, TypeError):
+            return  # Not a policy name: `Layer.__init__` says why.
+    if getattr(policy, "quantization_mode", None) is not None:
+        raise ValueError(
+            "The layers of keras_affine_div do not implement quantization: "
+            "`dtype` must not be a quantized dtype policy. "
+            f"Received: dtype={policy!r}"
+        )
+
+
+def warn_if_keras_kernel_initializer(cls, config):
+    """Warns when a config from a Keras layer carries a fan-in initialiser.
+
+    `AffineLikeDense.from_config(dense.get_config())` builds the layer with
+    every argument of Keras' `Dense`, its kernel initialiser included:
+    `GlorotUniform` unless the user chose another. Behind the division by
+    the input's (or patch's) norm, such a kernel (variance `~1/fan_in`)
+    shrinks the outputs by about `sqrt(fan_in)`, so a network built that
+    way starts almost dead. The warning fires for a config written by Keras'
+    `Dense`, `EinsumDense` or `Conv*D` (it has no `lora_rank` key, which
+    those write only with LoRA enabled and ours always write) whose kernel
+    initialiser is a `VarianceScaling` one (Glorot, He, LeCun). Configs
+    written by this package's layers never warn, so reloading a saved model
+    stays quiet.
+
+    Args:
+        cls: the layer class being built.
+        config: the config given to `cls.from_config`.
+    """
+    if "lora_rank" in config:
+        return
+    initializer = config.get("kernel_initializer")
+    if initializer is None:
+        return
+    try:
+        initializer = keras.initializers.get(initializer)
+    except (ValueError, TypeError):
+        return  # The constructor says why.
+    if not isinstance(initializer, keras.initializers.VarianceScaling):
+        return
+    warnings.warn(
+        f"`{cls.__name__}.from_config` received the config of a Keras layer "
+        f"with kernel_initializer={type(initializer).__name__}, and uses it "
+        "as given. Such an initialiser (Glorot, Keras' default, He or "
+        "LeCun) scales the kernel by `1/sqrt(fan_in)`; behind this layer's "
+        "division by the norm of its input (or patch) it shrinks the "
+        "outputs by about `sqrt(fan_in)`, so a deep stack starts almost "
+        "dead. Set `config['kernel_initializer'] = None` for the package's "
+        "default, `RandomNormal(stddev=1.0)`, or convert whole models with "
+        "`keras_affine_div.convert`.",
+        UserWarning,
+        stacklevel=3,
+    )
 
 
 def statistics_dtype(compute_dtype):
@@ -67,6 +150,12 @@ class BaseDivergenceLayer(keras.layers.Layer):
         lora_alpha=None,
         **kwargs,
     ):
+        # Keras' `Dense` config carries `quantization_config`: accepted so
+        # that the config loads, refused unless it is `None`. Not stored:
+        # it can only be `None`.
+        check_not_quantized(
+            kwargs.pop("quantization_config", None), kwargs.get("dtype")
+        )
         use_bias = _validation.boolean(use_bias, "use_bias")
         lora_rank = _validation.positive_int(
             lora_rank, "lora_rank", allow_none=True
@@ -252,6 +341,21 @@ class BaseDivergenceLayer(keras.layers.Layer):
             }
         )
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        """Builds the layer from its config, or from a Keras layer's config.
+
+        Every key of the config of Keras' matching layer (`Dense`, `Conv1D`,
+        `Conv2D`, `Conv3D`) is accepted and used as given, its kernel
+        initialiser included; a Keras config whose kernel initialiser is
+        a Glorot, He or LeCun one makes a warning (see
+        `warn_if_keras_kernel_initializer`). `quantization_config` must be
+        `None`.
+        """
+        layer = super().from_config(config)
+        warn_if_keras_kernel_initializer(cls, config)
+        return layer
 
     def _add_kernel_and_bias(self, kernel_shape, bias_shape):
         self._kernel = self.add_weight(

@@ -27,6 +27,13 @@ class NormLikeDense(_base.BaseDivergenceDense):
     a mixed-precision policy, it normalises the input first. Gradients flow
     through the norm.
 
+    `NormLikeDense.from_config(dense.get_config())` builds the layer from
+    the config of a Keras `Dense`, every argument kept as given, the kernel
+    initialiser included. That initialiser (Glorot by default) shrinks this
+    layer's outputs by about `sqrt(fan_in)`, so `from_config` warns;
+    `keras_affine_div.convert` gives converted layers this layer's default
+    instead.
+
     Args:
         units: Positive integer, dimensionality of the output space.
         epsilon: Positive float added to `|x|^2` before the square root,
@@ -66,6 +73,9 @@ class NormLikeDense(_base.BaseDivergenceDense):
             `lora_alpha / lora_rank`. Defaults to `None`, which means
             `lora_rank` (a scale of 1).
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
+            `quantization_config`, a key of Keras' `Dense` config, is
+            accepted and must be `None`: quantization is not
+            implemented.
 
     Call arguments:
         inputs: A tensor of rank >= 2.

@@ -36,6 +36,13 @@ class PatchNormConv1D(_base_conv.BasePatchNormConv):
     patch norms alike, so that output `t` depends on the inputs up to `t`
     only.
 
+    `PatchNormConv1D.from_config(conv.get_config())` builds the layer from
+    the config of a Keras `Conv1D`, every argument kept as given, the kernel
+    initialiser included. That initialiser (Glorot by default) shrinks this
+    layer's outputs by about `sqrt(fan_in)`, so `from_config` warns;
+    `keras_affine_div.convert` gives converted layers this layer's default
+    instead.
+
     Args:
         filters: Positive integer, the number of output filters.
         kernel_size: An integer or a tuple of 1 integer, the length of the
@@ -98,6 +105,9 @@ class PatchNormConv1D(_base_conv.BasePatchNormConv):
             `lora_alpha / lora_rank`. Defaults to `None`, which means
             `lora_rank` (a scale of 1).
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
+            `quantization_config`, a key of Keras' `Dense` config, is
+            accepted and must be `None`: quantization is not
+            implemented.
 
     Call arguments:
         inputs: A rank-3 tensor.

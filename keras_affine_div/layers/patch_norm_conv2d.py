@@ -31,6 +31,13 @@ class PatchNormConv2D(_base_conv.BasePatchNormConv):
     product could come near float16's largest value), and multiplies back
     and divides by the norm in float32, casting to the compute dtype once.
 
+    `PatchNormConv2D.from_config(conv.get_config())` builds the layer from
+    the config of a Keras `Conv2D`, every argument kept as given, the kernel
+    initialiser included. That initialiser (Glorot by default) shrinks this
+    layer's outputs by about `sqrt(fan_in)`, so `from_config` warns;
+    `keras_affine_div.convert` gives converted layers this layer's default
+    instead.
+
     Args:
         filters: Positive integer, the number of output filters.
         kernel_size: An integer or a tuple of 2 integers, the height and
@@ -90,6 +97,9 @@ class PatchNormConv2D(_base_conv.BasePatchNormConv):
             `lora_alpha / lora_rank`. Defaults to `None`, which means
             `lora_rank` (a scale of 1).
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
+            `quantization_config`, a key of Keras' `Dense` config, is
+            accepted and must be `None`: quantization is not
+            implemented.
 
     Call arguments:
         inputs: A rank-4 tensor.
