@@ -26,6 +26,7 @@ import re
 
 import pytest
 
+from tuning import alignment
 from tuning import divergence
 from tuning import pooled
 from tuning import provenance
@@ -134,8 +135,9 @@ def test_readme_rows_are_lines_of_the_report(study):
     if not rows:
         return
     sources = [folder / report.REPORT_MD, *sorted(folder.glob(POOLED_GLOB))]
-    if (folder / DIVERGENCE_MD).is_file():
-        sources.append(folder / DIVERGENCE_MD)
+    for name in (DIVERGENCE_MD, alignment.MARKDOWN):
+        if (folder / name).is_file():
+            sources.append(folder / name)
     lines = {
         line.strip()
         for source in sources
@@ -198,6 +200,19 @@ def test_committed_divergence_table_is_what_its_csv_gives(study):
     assert rows and all(row.get("command") for row in rows)
     text = divergence.render(rows, study_module.load_study(study), "", "")
     assert text == (RESULTS / study / DIVERGENCE_MD).read_text()
+
+
+@pytest.mark.parametrize(
+    "study",
+    sorted(
+        path.parent.name for path in RESULTS.glob(f"*/{alignment.MARKDOWN}")
+    ),
+)
+def test_committed_alignment_table_is_what_its_csv_gives(study):
+    rows = records.read_csv(str(RESULTS / study / alignment.CSV))
+    assert rows and all(row.get("command") for row in rows)
+    text = alignment.render(rows, study)
+    assert text == (RESULTS / study / alignment.MARKDOWN).read_text()
 
 
 # ---------------------------------------------------------------- links
