@@ -27,12 +27,15 @@ import os
 import shlex
 import sys
 
+from tuning import comparisons
+from tuning import markdown
 from tuning import records
-from tuning import report
+from tuning import result_rows
 from tuning import schema
 from tuning import statistics
 
-ALPHA = report.ALPHA
+ALPHA = comparisons.ALPHA
+_num = markdown.num
 
 
 class AcrossError(ValueError):
@@ -86,14 +89,15 @@ def load(cells, results_dir):
         study, _, condition = name.partition(":")
         out_dir = os.path.join(results_dir, study)
         try:
-            runs, _, summary = report.read_results(out_dir)
-        except report.ReportError as e:
+            runs, _, summary = result_rows.read_results(out_dir)
+        except result_rows.ReportError as e:
             raise AcrossError(str(e)) from None
-        fresh = records.read_csv(os.path.join(out_dir, schema.FRESH_SEEDS_CSV))
-        runs = report.with_fresh_seeds(runs, fresh)
-        rows = [r for r in runs if r.get("condition", "") == condition]
+        runs = result_rows.with_fresh_seeds(
+            runs, result_rows.read_fresh(out_dir)
+        )
+        rows = result_rows.of_condition(runs, condition)
         if not rows:
-            names = report.ordered_unique(r.get("condition", "") for r in runs)
+            names = result_rows.conditions(runs)
             raise AcrossError(
                 f"No runs of that condition in {out_dir}; expected one of "
                 f"{[f'{study}:{n}' if n else study for n in names]}. "
@@ -117,11 +121,11 @@ def changes(pairs):
         label = f"{before['name']} -> {after['name']}"
         arms = [
             a
-            for a in report.ordered_unique(r["arm"] for r in after["rows"])
+            for a in result_rows.ordered_unique(r["arm"] for r in after["rows"])
             if any(r["arm"] == a for r in before["rows"])
         ]
         acc = {
-            (side, arm): report.accuracies(cell["rows"], arm)
+            (side, arm): result_rows.accuracies(cell["rows"], arm)
             for side, cell in (("from", before), ("to", after))
             for arm in arms
         }
@@ -132,15 +136,15 @@ def changes(pairs):
                     w,
                     pair=label,
                     arm=arm,
-                    mean_from=report._mean(acc["from", arm]),
-                    mean_to=report._mean(acc["to", arm]),
+                    mean_from=statistics.mean(acc["from", arm]),
+                    mean_to=statistics.mean(acc["to", arm]),
                     detectable=statistics.detectable(w["se"], w["df"]),
                 )
             )
-        comparators = report.read_protocol(
+        comparators = comparisons.read_protocol(
             after["rows"], after["summary"]
         ).comparators
-        for arm in (a for a in arms if a in report.OUR_ARMS):
+        for arm in (a for a in arms if a in comparisons.OUR_ARMS):
             for comparator in (c for c in comparators if c in arms):
                 r = statistics.interaction(
                     acc["from", arm],
@@ -191,14 +195,14 @@ def render(pairs, command=""):
             r["p_below"], r["p_above"], r["detectable"], "falls", "rises", ALPHA
         )
         lines.append(
-            f"| {r['pair']} | {r['arm']} | {report._num(r['mean_from'], '.4f')} "
-            f"| {report._num(r['mean_to'], '.4f')} "
-            f"| {report._num(r['diff'], '+.4f')} "
-            f"| [{report._num(r['low'], '+.4f')}, "
-            f"{report._num(r['high'], '+.4f')}] "
-            f"| {report._num(r['p_below'], '.3g')} "
-            f"| {report._num(r['p_above'], '.3g')} "
-            f"| {report._num(r['detectable'], '.4f')} | {verdict} |"
+            f"| {r['pair']} | {r['arm']} | {_num(r['mean_from'], '.4f')} "
+            f"| {_num(r['mean_to'], '.4f')} "
+            f"| {_num(r['diff'], '+.4f')} "
+            f"| [{_num(r['low'], '+.4f')}, "
+            f"{_num(r['high'], '+.4f')}] "
+            f"| {_num(r['p_below'], '.3g')} "
+            f"| {_num(r['p_above'], '.3g')} "
+            f"| {_num(r['detectable'], '.4f')} | {verdict} |"
         )
     lines += [
         "",
@@ -219,12 +223,12 @@ def render(pairs, command=""):
         )
         lines.append(
             f"| {r['pair']} | {r['arm']} - {r['comparator']} "
-            f"| {report._num(r['diff'], '+.4f')} "
-            f"| [{report._num(r['low'], '+.4f')}, "
-            f"{report._num(r['high'], '+.4f')}] "
-            f"| {report._num(r['p_below'], '.3g')} "
-            f"| {report._num(r['p_above'], '.3g')} "
-            f"| {report._num(r['detectable'], '.4f')} | {verdict} |"
+            f"| {_num(r['diff'], '+.4f')} "
+            f"| [{_num(r['low'], '+.4f')}, "
+            f"{_num(r['high'], '+.4f')}] "
+            f"| {_num(r['p_below'], '.3g')} "
+            f"| {_num(r['p_above'], '.3g')} "
+            f"| {_num(r['detectable'], '.4f')} | {verdict} |"
         )
     return "\n".join(lines) + "\n"
 

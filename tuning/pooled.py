@@ -16,8 +16,9 @@ Cochran's Q, I² and tau.
 `optimizers`, `width`) pools within each value of those keys separately.
 Conditions are (study, condition) pairs, so studies that split one
 question across files (an optimizer each, say) pool as one. The
-comparators of each study are those it declares (`tuning.report`); a pair
-is pooled over the conditions that have both arms with two or more seeds.
+comparators of each study are those it declares
+(`tuning.comparisons.read_protocol`); a pair is pooled over the conditions
+that have both arms with two or more seeds.
 
 The pooled interval describes the average over these conditions; the
 per-condition verdicts, Holm-adjusted, stay in each study's `report.md`.
@@ -29,12 +30,14 @@ import math
 import os
 import sys
 
+from tuning import comparisons
+from tuning import markdown
 from tuning import records
-from tuning import report
+from tuning import result_rows
 from tuning import schema
 from tuning import statistics
 
-CONFIDENCE = report.CONFIDENCE
+CONFIDENCE = comparisons.CONFIDENCE
 
 
 class PooledError(Exception):
@@ -90,8 +93,8 @@ def load_study(out_dir):
         PooledError: if `trials.csv` is missing or empty.
     """
     try:
-        runs, _, summary = report.read_results(out_dir)
-    except report.ReportError as e:
+        runs, _, summary = result_rows.read_results(out_dir)
+    except result_rows.ReportError as e:
         raise PooledError(str(e)) from e
     return {
         "name": os.path.basename(os.path.normpath(out_dir)),
@@ -125,32 +128,27 @@ def condition_differences(studies, by=()):
                 f"Expected --by keys among the columns of {study['name']}'s "
                 f"trials.csv. Received: --by {' '.join(missing)}"
             )
-        protocol = report.read_protocol(runs, study["summary"])
-        conditions = report.ordered_unique(r.get("condition", "") for r in runs)
-        for condition in conditions:
-            rows = [r for r in runs if r.get("condition", "") == condition]
+        protocol = comparisons.read_protocol(runs, study["summary"])
+        for condition in result_rows.conditions(runs):
+            rows = result_rows.of_condition(runs, condition)
             group = tuple(rows[0][key] for key in by)
-            arms = report.ordered_unique(r["arm"] for r in rows)
-            for arm in (a for a in arms if a in report.OUR_ARMS):
-                for comparator in protocol.comparators:
-                    if comparator == arm or comparator not in arms:
-                        continue
-                    w = statistics.welch(
-                        report.accuracies(rows, arm),
-                        report.accuracies(rows, comparator),
-                        CONFIDENCE,
-                    )
-                    out.append(
-                        {
-                            "group": group,
-                            "arm": arm,
-                            "comparator": comparator,
-                            "study": study["name"],
-                            "condition": condition,
-                            "diff": w["diff"],
-                            "se": w["se"],
-                        }
-                    )
+            for arm, comparator in comparisons.pairs(rows, protocol):
+                w = statistics.welch(
+                    result_rows.accuracies(rows, arm),
+                    result_rows.accuracies(rows, comparator),
+                    CONFIDENCE,
+                )
+                out.append(
+                    {
+                        "group": group,
+                        "arm": arm,
+                        "comparator": comparator,
+                        "study": study["name"],
+                        "condition": condition,
+                        "diff": w["diff"],
+                        "se": w["se"],
+                    }
+                )
     return out
 
 
@@ -166,7 +164,7 @@ def pool(differences):
         standard error) and the keys of `statistics.pooled`, in first-seen
         order.
     """
-    keys = report.ordered_unique(
+    keys = result_rows.ordered_unique(
         (d["group"], d["arm"], d["comparator"]) for d in differences
     )
     pooled = []
@@ -221,7 +219,8 @@ def render(studies, by=()):
         str: the Markdown text.
     """
     margins = {
-        report.read_protocol(s["runs"], s["summary"]).margin for s in studies
+        comparisons.read_protocol(s["runs"], s["summary"]).margin
+        for s in studies
     }
     margin = max(margins)
     differences = condition_differences(studies, by)
@@ -258,7 +257,7 @@ def render(studies, by=()):
             f"the largest, {margin:g}, is used here.)",
             "",
         ]
-    for group in report.ordered_unique(r["group"] for r in results):
+    for group in result_rows.ordered_unique(r["group"] for r in results):
         if by:
             label = ", ".join(f"{k} = {v}" for k, v in zip(by, group))
             lines += [f"## {label}", ""]
@@ -279,8 +278,8 @@ def render(studies, by=()):
                 f"{_signed(r['high'])}] | {_p(r['p'])} "
                 f"| {describe(r, margin)} | {_signed(r['fixed'])} "
                 f"| {_percent(r['i2'])} "
-                f"| {_num(r['q'], '.1f')} ({_p(r['p_heterogeneity'])}) "
-                f"| {_num(_sqrt(r['tau2']), '.3f')} | {per} |"
+                f"| {markdown.num(r['q'], '.1f')} ({_p(r['p_heterogeneity'])}) "
+                f"| {markdown.num(_sqrt(r['tau2']), '.3f')} | {per} |"
             )
         lines.append("")
     lines += _conditions_table(differences, by)
@@ -301,7 +300,7 @@ def _conditions_table(differences, by):
             f"| {d['study']} | {d['condition'] or '(none)'} | "
             + "".join(f"{v} | " for v in d["group"])
             + f"{d['arm']} | {d['comparator']} | {_signed(d['diff'])} "
-            f"| {_num(d['se'], '.4f')} |"
+            f"| {markdown.num(d['se'], '.4f')} |"
         )
     return lines + [""]
 
@@ -326,10 +325,6 @@ def _p(value):
     if math.isnan(value):
         return "n/a"
     return f"{value:.2g}" if value >= 1e-4 else "<1e-4"
-
-
-def _num(value, spec):
-    return "n/a" if math.isnan(value) else format(value, spec)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,9 @@ means `d = mean(a) - mean(b)`, its standard error
 Where a sample has fewer than two values, or `se == 0` (no spread at all),
 nothing can be said: the statistics are `nan`, and `nan` p-values are left
 out of `holm` and never pass a threshold in `verdict`.
+
+`mean` and `std` (the sample standard deviation) are the one mean and
+spread of the seeds that the reports and views show.
 """
 
 import math
@@ -47,7 +50,7 @@ def welch(a, b, confidence=0.95):
     """
     _check_probability("confidence", confidence)
     a, b = _floats(a), _floats(b)
-    diff = _mean(a) - _mean(b)
+    diff = mean(a) - mean(b)
     se, df = _welch_se_df([a, b])
     return _t_summary(diff, se, df, confidence)
 
@@ -280,7 +283,7 @@ def interaction(
     samples = [
         _floats(x) for x in (ours_small, ours_large, comp_small, comp_large)
     ]
-    means = [_mean(x) for x in samples]
+    means = [mean(x) for x in samples]
     diff = (means[1] - means[0]) - (means[3] - means[2])
     se, df = _welch_se_df(samples)
     return _t_summary(diff, se, df, confidence)
@@ -445,7 +448,7 @@ def _inconclusive(detectable):
 def _d_se_df(a, b):
     a, b = _floats(a), _floats(b)
     se, df = _welch_se_df([a, b])
-    return _mean(a) - _mean(b), se, df
+    return mean(a) - mean(b), se, df
 
 
 def _welch_se_df(samples):
@@ -495,12 +498,19 @@ def _floats(values):
     return [float(v) for v in values]
 
 
-def _mean(values):
+def mean(values):
+    """The mean of a list of floats (`math.fsum`); `nan` if it is empty."""
     return math.fsum(values) / len(values) if values else math.nan
 
 
+def std(values):
+    """The sample standard deviation (`ddof=1`) of a list of floats;
+    `nan` with fewer than two."""
+    return math.sqrt(_var(values)) if len(values) > 1 else math.nan
+
+
 def _var(values):
-    m = _mean(values)
+    m = mean(values)
     return math.fsum((v - m) ** 2 for v in values) / (len(values) - 1)
 
 

@@ -4,8 +4,10 @@ import shutil
 import numpy as np
 import pytest
 
+from tuning import comparisons
 from tuning import provenance
 from tuning import report
+from tuning import result_rows
 from tuning import statistics
 
 # Nothing here depends on the Keras backend: run once (conftest.py).
@@ -178,7 +180,7 @@ def test_cell_verdicts_holm_over_the_whole_study():
         "comparators": ["batch_norm", "dense"],
         "margin": 0.02,
     }
-    cells = report.cell_verdicts(runs, _summary(compare))
+    cells = comparisons.cell_verdicts(runs, _summary(compare))
     assert [(c["condition"], c["arm"], c["comparator"]) for c in cells] == [
         ("c1", "affine_like", "batch_norm"),
         ("c1", "affine_like", "dense"),
@@ -256,7 +258,7 @@ def test_undefined_tests_are_left_out_of_holm():
         + [_row("norm_like", 0, 0.5)]
     )
     compare = dict(V2_COMPARE)
-    cells = report.cell_verdicts(runs, _summary(compare))
+    cells = comparisons.cell_verdicts(runs, _summary(compare))
     one_seed = cells[1]
     assert one_seed["arm"] == "norm_like"
     assert math.isnan(one_seed["p_superior"])
@@ -412,11 +414,11 @@ def test_v1_comparators_from_the_rows_without_a_summary():
     runs = _cell("affine_like", 0.5, v2=False) + _cell(
         "rms_norm", 0.5, v2=False
     )
-    cells = report.cell_verdicts(runs, {})
+    cells = comparisons.cell_verdicts(runs, {})
     assert [(c["arm"], c["comparator"]) for c in cells] == [
         ("affine_like", "rms_norm")
     ]
-    assert "affine_like_head" in report.OUR_ARMS
+    assert "affine_like_head" in comparisons.OUR_ARMS
 
 
 def test_report_on_committed_smoke_results(tmp_path):
@@ -439,21 +441,23 @@ def test_missing_results(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("error: Expected a finished study")
     assert "Received: results folder=" in err
-    with pytest.raises(report.ReportError, match="Received: results folder"):
+    with pytest.raises(
+        result_rows.ReportError, match="Received: results folder"
+    ):
         report.write_report(str(tmp_path / "nothing"))
 
 
 def test_read_results_of_committed_smoke_results(tmp_path):
     src = str(provenance.REPO_ROOT / "tuning" / "results" / "smoke")
     shutil.copytree(src, tmp_path / "smoke")
-    runs, search, summary = report.read_results(str(tmp_path / "smoke"))
+    runs, search, summary = result_rows.read_results(str(tmp_path / "smoke"))
     assert {r["arm"] for r in runs} == {"dense", "affine_like"}
     assert search and all("learning_rate" in r for r in search)
     assert summary["study"] == "smoke"
     # Only trials.csv is required: the others read as empty.
     (tmp_path / "smoke" / "summary.json").unlink()
     (tmp_path / "smoke" / "search_trials.csv").unlink()
-    runs2, search2, summary2 = report.read_results(str(tmp_path / "smoke"))
+    runs2, search2, summary2 = result_rows.read_results(str(tmp_path / "smoke"))
     assert runs2 == runs and search2 == [] and summary2 == {}
 
 
@@ -482,7 +486,7 @@ def test_at_a_glance_table_of_a_grid_study():
     ) in glance
     verdicts = {
         c["condition"]: c["verdict"].split(" ")[0]
-        for c in report.cell_verdicts(runs, summary)
+        for c in comparisons.cell_verdicts(runs, summary)
     }
     assert verdicts["depth-1_batch_size-32"] == "inferior"
     assert "| condition | affine_like - batch_norm |" in glance
