@@ -66,6 +66,7 @@ def test_there_are_notebooks():
         "02_affine_divergence.ipynb",
         "03_tuner_sweep.ipynb",
         "04_patchnorm.ipynb",
+        "05_attention.ipynb",
     ]
 
 

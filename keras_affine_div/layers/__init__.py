@@ -4,7 +4,11 @@ from keras_affine_div.layers.affine_like_conv1d import AffineLikeConv1D
 from keras_affine_div.layers.affine_like_conv2d import AffineLikeConv2D
 from keras_affine_div.layers.affine_like_conv3d import AffineLikeConv3D
 from keras_affine_div.layers.affine_like_dense import AffineLikeDense
+from keras_affine_div.layers.affine_like_einsum_dense import (
+    AffineLikeEinsumDense,
+)
 from keras_affine_div.layers.norm_like_dense import NormLikeDense
+from keras_affine_div.layers.norm_like_einsum_dense import NormLikeEinsumDense
 from keras_affine_div.layers.patch_norm_conv1d import PatchNormConv1D
 from keras_affine_div.layers.patch_norm_conv2d import PatchNormConv2D
 from keras_affine_div.layers.patch_norm_conv3d import PatchNormConv3D
@@ -14,7 +18,9 @@ __all__ = [
     "AffineLikeConv2D",
     "AffineLikeConv3D",
     "AffineLikeDense",
+    "AffineLikeEinsumDense",
     "NormLikeDense",
+    "NormLikeEinsumDense",
     "PatchNormConv1D",
     "PatchNormConv2D",
     "PatchNormConv3D",

@@ -70,6 +70,155 @@ BAD_ARGUMENTS = {
             r">= 5\.1698788e-26 \(2\*\*-84\).*Received: epsilon=2e-26$",
         ),
     },
+    layers.AffineLikeEinsumDense: {
+        "non_string_equation": (
+            {"equation": 3, "output_shape": 4},
+            TypeError,
+            r"Expected an einsum string.*Received: equation=3 of type int$",
+        ),
+        "no_arrow": (
+            {"equation": "abc,cd", "output_shape": 4},
+            ValueError,
+            r"Expected an einsum string of the form 'X,Y->Z', "
+            r"'\.\.\.X,Y->\.\.\.Z' or 'X\.\.\.,Y->Z\.\.\.'.*"
+            r"Received: equation='abc,cd'$",
+        ),
+        "ellipsis_on_one_side": (
+            {"equation": "...c,cd->abd", "output_shape": (None, 4)},
+            ValueError,
+            r"same end of the input and the output.*equation='\.\.\.c,cd->abd'",
+        ),
+        "ellipsis_in_kernel": (
+            {"equation": "abc,...cd->abd", "output_shape": (None, 4)},
+            ValueError,
+            r"Received: equation='abc,\.\.\.cd->abd'$",
+        ),
+        "repeated_letter": (
+            {"equation": "abb,bd->abd", "output_shape": (None, 4)},
+            ValueError,
+            r"each letter at most once in the input spec 'abb'",
+        ),
+        "unexplained_output_letter": (
+            {"equation": "abc,cd->abe", "output_shape": (None, 4)},
+            ValueError,
+            r"every output letter in the input or the kernel spec; 'e'",
+        ),
+        "unexplained_kernel_letter": (
+            {"equation": "abc,ce->ab", "output_shape": (None,)},
+            ValueError,
+            r"every kernel letter in the input or the output spec; 'e'.*"
+            r"Received: equation='abc,ce->ab'$",
+        ),
+        "sum_without_kernel": (
+            {"equation": "abc,d->abd", "output_shape": (None, 4)},
+            ValueError,
+            r"every contracted input letter.*'c' would be summed without "
+            r"the kernel",
+        ),
+        "batch_not_first": (
+            {"equation": "abc,ad->cbd", "output_shape": (None, 4)},
+            ValueError,
+            r"the batch axis first in the input and the output spec",
+        ),
+        "output_shape_too_long": (
+            {"equation": "abc,cd->abd", "output_shape": (3, 5, 4)},
+            ValueError,
+            r"Expected 2 entries, one per output axis 'bd' of the equation.*"
+            r"Received: output_shape=\(3, 5, 4\)$",
+        ),
+        "output_shape_left_ellipsis": (
+            {"equation": "...c,cd->...d", "output_shape": (None, 4)},
+            ValueError,
+            r"Expected 1 entries, one per output axis 'd'.*"
+            r"output_shape=\(None, 4\)$",
+        ),
+        "zero_output_size": (
+            {"equation": "abc,cd->abd", "output_shape": (None, 0)},
+            ValueError,
+            r"positive integers or None.*output_shape=\(None, 0\)$",
+        ),
+        "string_output_shape": (
+            {"equation": "abc,cd->abd", "output_shape": "4"},
+            TypeError,
+            r"output_shape='4' of type str$",
+        ),
+        "bias_axis_not_in_output": (
+            {
+                "equation": "abc,cd->abd",
+                "output_shape": (None, 4),
+                "bias_axes": "c",
+            },
+            ValueError,
+            r"distinct letters of the output spec 'abd'\. Received: "
+            r"bias_axes='c', equation='abc,cd->abd'$",
+        ),
+        "empty_bias_axes": (
+            {
+                "equation": "abc,cd->abd",
+                "output_shape": (None, 4),
+                "bias_axes": "",
+            },
+            ValueError,
+            r"bias_axes=''",
+        ),
+        "list_bias_axes": (
+            {
+                "equation": "abc,cd->abd",
+                "output_shape": (None, 4),
+                "bias_axes": ["d"],
+            },
+            TypeError,
+            r"bias_axes=\['d'\] of type list$",
+        ),
+        "unknown_activation": (
+            {
+                "equation": "abc,cd->abd",
+                "output_shape": (None, 4),
+                "activation": "nope",
+            },
+            ValueError,
+            r"nope",
+        ),
+    },
+    layers.NormLikeEinsumDense: {
+        "zero_epsilon": (
+            {
+                "equation": "abc,cd->abd",
+                "output_shape": (None, 4),
+                "epsilon": 0.0,
+            },
+            ValueError,
+            r"> 0.*epsilon=0.0",
+        ),
+        "nan_gradient_epsilon": (
+            {
+                "equation": "abc,cd->abd",
+                "output_shape": (None, 4),
+                "epsilon": 2e-26,
+            },
+            ValueError,
+            r">= 5\.1698788e-26 \(2\*\*-84\).*Received: epsilon=2e-26$",
+        ),
+        "string_epsilon": (
+            {
+                "equation": "abc,cd->abd",
+                "output_shape": (None, 4),
+                "epsilon": "small",
+            },
+            TypeError,
+            r"epsilon='small'",
+        ),
+        "bad_equation": (
+            {"equation": "abc->abd", "output_shape": (None, 4)},
+            ValueError,
+            r"Received: equation='abc->abd'$",
+        ),
+        "none_output_shape": (
+            {"equation": "abc,cd->abd", "output_shape": None},
+            TypeError,
+            r"output_shape=None of type NoneType$",
+        ),
+    },
     layers.PatchNormConv1D: {
         "zero_filters": (
             {"filters": 0, "kernel_size": 3},

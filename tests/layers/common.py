@@ -283,6 +283,130 @@ def assert_conv_matches_reference(layer_cls, kwargs, input_shape, **extra):
     np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-5)
 
 
+# Einsum cases shared by both einsum layers' tests: (case name, constructor
+# arguments, input shape). Every case but the last two has a bias with its
+# own entry for every output axis the kernel adds.
+EINSUM_CASES = [
+    (
+        "token_dense",
+        {
+            "equation": "abc,cd->abd",
+            "output_shape": (None, 5),
+            "bias_axes": "d",
+        },
+        (2, 3, 4),
+    ),
+    (
+        "attention_qkv",
+        {
+            "equation": "abc,cde->abde",
+            "output_shape": (None, 2, 3),
+            "bias_axes": "de",
+        },
+        (2, 3, 4),
+    ),
+    (
+        "attention_output",
+        {
+            "equation": "abcd,cde->abe",
+            "output_shape": (None, 5),
+            "bias_axes": "e",
+        },
+        (2, 3, 2, 4),
+    ),
+    (
+        "transposed_bias_not_last",
+        {
+            "equation": "abc,cd->adb",
+            "output_shape": (5, None),
+            "bias_axes": "d",
+        },
+        (2, 3, 4),
+    ),
+    (
+        "ellipsis_left",
+        {"equation": "...c,cd->...d", "output_shape": 5, "bias_axes": "d"},
+        (2, 3, 4),
+    ),
+    (
+        "ellipsis_right",
+        {"equation": "ab...,bc->ac...", "output_shape": (4,), "bias_axes": "c"},
+        (2, 3, 5),
+    ),
+    (
+        "kernel_per_position",
+        {"equation": "abc,bcd->abd", "output_shape": (3, 5), "bias_axes": "bd"},
+        (2, 3, 4),
+    ),
+    (
+        "nothing_contracted",
+        {"equation": "ab,b->ab", "output_shape": (4,), "bias_axes": "b"},
+        (3, 4),
+    ),
+    (
+        "shared_bias_not_last",
+        {
+            "equation": "abc,cde->abde",
+            "output_shape": (None, 2, 3),
+            "bias_axes": "d",
+        },
+        (2, 3, 4),
+    ),
+    (
+        "no_bias",
+        {"equation": "abcd,cde->abe", "output_shape": (None, 5)},
+        (2, 3, 2, 4),
+    ),
+]
+EINSUM_IDS = [case[0] for case in EINSUM_CASES]
+
+
+def einsum_reference(layer, kernel, bias):
+    """The NumPy reference of the built einsum `layer`: `x -> output`.
+
+    Norm-like layers divide by `sqrt(|x_c|^2 + epsilon)` with the bias
+    after the division; affine-like ones by `sqrt(|x_c|^2 + 1)`, the bias
+    inside. `bias=None` means no bias.
+    """
+    bias = 0.0 if bias is None else bias
+    if hasattr(layer, "epsilon"):
+        return functools.partial(
+            reference.norm_like_einsum,
+            equation=layer.equation,
+            kernel=kernel,
+            bias=bias,
+            epsilon=layer.epsilon,
+        )
+    return functools.partial(
+        reference.affine_like_einsum,
+        equation=layer.equation,
+        kernel=kernel,
+        bias=bias,
+    )
+
+
+def assert_einsum_matches_reference(layer_cls, kwargs, input_shape):
+    """`layer_cls(**kwargs)` with random weights, against NumPy."""
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal(input_shape) * 2).astype("float32")
+    layer = layer_cls(**kwargs)
+    layer.build(input_shape)
+    kernel = rng.standard_normal(tuple(layer.kernel.shape)).astype("float32")
+    layer.kernel.assign(kernel)
+    bias = None
+    if layer.bias is not None:
+        bias = rng.standard_normal(tuple(layer.bias.shape)).astype("float32")
+        layer.bias.assign(bias)
+    expected = einsum_reference(layer, kernel, bias)(x)
+    y = to_numpy(layer(x))
+    assert (
+        y.shape
+        == expected.shape
+        == tuple(layer.compute_output_shape(input_shape))
+    )
+    np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5)
+
+
 def last_preactivation_rms(make_layer, input_shape, depth=10):
     """RMS of the last pre-activation of a `depth`-layer tanh stack.
 

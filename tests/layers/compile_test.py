@@ -21,6 +21,13 @@ def _model():
             keras.Input((6, 6, 4)),
             layers.PatchNormConv2D(4, 3, padding="same"),
             layers.AffineLikeConv2D(4, 3, groups=2),
+            # (4, 4, 4) -> (4, 4): each row's (width, channels) contracted.
+            layers.NormLikeEinsumDense(
+                "abcd,cde->abe", (None, 4), bias_axes="e"
+            ),
+            layers.AffineLikeEinsumDense(
+                "...c,cd->...d", 3, bias_axes="d", activation="tanh"
+            ),
             keras.layers.Flatten(),
             layers.AffineLikeDense(5, activation="tanh"),
             layers.NormLikeDense(3),

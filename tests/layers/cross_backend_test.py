@@ -35,6 +35,12 @@ def _model_with_every_layer():
     inputs = keras.Input((10, 10, 4))
     h = layers.PatchNormConv2D(6, 3, padding="same", activation="relu")(inputs)
     h = layers.AffineLikeConv2D(6, 3, strides=2, groups=2, activation="tanh")(h)
+    h = layers.AffineLikeEinsumDense(
+        "abcd,de->abce", (4, 4, 5), bias_axes="e", activation="tanh"
+    )(h)
+    h = layers.NormLikeEinsumDense(
+        "abcd,cde->abe", (None, 3), bias_axes="e", epsilon=0.05
+    )(h)
     h = keras.layers.Flatten()(h)
     h = layers.NormLikeDense(8, epsilon=0.01, activation="tanh")(h)
     outputs = layers.AffineLikeDense(3, bias_initializer="random_normal")(h)

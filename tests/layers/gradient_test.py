@@ -15,7 +15,9 @@ from keras_affine_div.layers import AffineLikeConv1D
 from keras_affine_div.layers import AffineLikeConv2D
 from keras_affine_div.layers import AffineLikeConv3D
 from keras_affine_div.layers import AffineLikeDense
+from keras_affine_div.layers import AffineLikeEinsumDense
 from keras_affine_div.layers import NormLikeDense
+from keras_affine_div.layers import NormLikeEinsumDense
 from keras_affine_div.layers import PatchNormConv1D
 from keras_affine_div.layers import PatchNormConv2D
 from keras_affine_div.layers import PatchNormConv3D
@@ -83,6 +85,25 @@ def test_dense_input_gradient(layer_cls, use_bias, units):
             bias=bias,
             epsilon=layer.epsilon,
         )
+    assert_input_gradient_matches(layer, ref, x)
+
+
+# The einsum cases divide the einsum's output where it has no more entries
+# per position than `x_c` (attention_output, nothing_contracted, no_bias),
+# else the input.
+@pytest.mark.parametrize(
+    "name,kwargs,input_shape", common.EINSUM_CASES, ids=common.EINSUM_IDS
+)
+@pytest.mark.parametrize(
+    "layer_cls", [AffineLikeEinsumDense, NormLikeEinsumDense]
+)
+def test_einsum_input_gradient(layer_cls, name, kwargs, input_shape):
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal(input_shape) * 1.5).astype("float32")
+    layer = layer_cls(**kwargs)
+    weights = set_random_weights(layer, x.shape, rng)
+    bias = weights[1] if layer.use_bias else None
+    ref = common.einsum_reference(layer, weights[0], bias)
     assert_input_gradient_matches(layer, ref, x)
 
 

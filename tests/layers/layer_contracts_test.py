@@ -24,10 +24,13 @@ from tests.layers import reference
 
 FLOAT16_MAX = 65504
 
-# Every layer class: its test id and rank (`None` for the dense layers).
+# Every layer class: its test id and rank (`None` for the dense layers,
+# `"einsum"` for the einsum layers).
 LAYERS = {
     layers.AffineLikeDense: ("affine_like_dense", None),
     layers.NormLikeDense: ("norm_like_dense", None),
+    layers.AffineLikeEinsumDense: ("affine_like_einsum_dense", "einsum"),
+    layers.NormLikeEinsumDense: ("norm_like_einsum_dense", "einsum"),
     layers.PatchNormConv1D: ("patch_norm_conv1d", 1),
     layers.PatchNormConv2D: ("patch_norm_conv2d", 2),
     layers.PatchNormConv3D: ("patch_norm_conv3d", 3),
@@ -38,7 +41,8 @@ LAYERS = {
 CLASSES = list(LAYERS)
 CLASS_IDS = [LAYERS[cls][0] for cls in CLASSES]
 DENSE_CLASSES = [cls for cls in CLASSES if LAYERS[cls][1] is None]
-CONV_CLASSES = [cls for cls in CLASSES if LAYERS[cls][1] is not None]
+EINSUM_CLASSES = [cls for cls in CLASSES if LAYERS[cls][1] == "einsum"]
+CONV_CLASSES = [cls for cls in CLASSES if isinstance(LAYERS[cls][1], int)]
 CONV_CLASS_IDS = [LAYERS[cls][0] for cls in CONV_CLASSES]
 # The layers with an `epsilon` argument: the norm-like ones.
 EPSILON_CLASSES = [
@@ -52,24 +56,32 @@ CONV_CASES = {
 
 
 def _keras_cls(cls):
-    """The Keras layer with the same output shape: `Dense` or `ConvND`."""
+    """The Keras layer with the same output shape: `Dense`, `EinsumDense`
+    or `ConvND`."""
     rank = LAYERS[cls][1]
-    return keras.layers.Dense if rank is None else common.KERAS_CONV[rank]
+    if rank is None:
+        return keras.layers.Dense
+    if rank == "einsum":
+        return keras.layers.EinsumDense
+    return common.KERAS_CONV[rank]
 
 
-def _by_class(dense, conv_by_rank):
-    """A table over every class: one entry for the dense layers, one per rank.
+def _by_class(dense, conv_by_rank, einsum):
+    """A table over every class: one entry for the dense layers, one per
+    rank of the convolutions, one for the einsum layers.
 
     Args:
         dense: The entry of the dense layers.
         conv_by_rank: Dict, rank -> the entry of the convolutions of that
             rank.
+        einsum: The entry of the einsum layers.
 
     Returns:
         Dict, layer class -> entry.
     """
     table = {cls: dense for cls in DENSE_CLASSES}
     table.update({cls: conv_by_rank[LAYERS[cls][1]] for cls in CONV_CLASSES})
+    table.update({cls: einsum for cls in EINSUM_CLASSES})
     return table
 
 
@@ -139,6 +151,101 @@ def _conv_every_argument_case(cls, base, input_shape, output_shape, **kwargs):
         num_losses=2,
         run_precision_checks=False,
     )
+
+
+# The einsum layers with every argument set, none at its default (but
+# `epsilon`, added for the norm-like layer).
+_EINSUM_EVERY_ARGUMENT = {
+    "equation": "abc,cde->abde",
+    "output_shape": (None, 2, 3),
+    "activation": "tanh",
+    "bias_axes": "de",
+    "kernel_initializer": "glorot_uniform",
+    "bias_initializer": "ones",
+    "kernel_regularizer": "l2",
+    "bias_regularizer": "l1",
+    "activity_regularizer": "l2",
+    "kernel_constraint": "max_norm",
+    "bias_constraint": "non_neg",
+}
+
+
+def _einsum_harness_cases(cls, **extra_kwargs):
+    """The harness cases of an einsum layer.
+
+    The mask (over every input axis but the last) passes through the
+    per-token projection and the left-ellipsis case; the harness' masking
+    check does not fit the others (rank-4 outputs, masks over an axis the
+    equation contracts: `masking_test` covers those).
+    """
+    return [
+        _harness_case(
+            cls,
+            "token_dense",
+            {
+                "equation": "abc,cd->abd",
+                "output_shape": (None, 5),
+                "bias_axes": "d",
+                **extra_kwargs,
+            },
+            (2, 3, 4),
+            output_shape=(2, 3, 5),
+            supports_masking=True,
+        ),
+        _harness_case(
+            cls,
+            "attention_qkv",
+            {
+                "equation": "abc,cde->abde",
+                "output_shape": (None, 2, 3),
+                "bias_axes": "de",
+                **extra_kwargs,
+            },
+            (2, 3, 4),
+            output_shape=(2, 3, 2, 3),
+        ),
+        _harness_case(
+            cls,
+            "attention_output",
+            {
+                "equation": "abcd,cde->abe",
+                "output_shape": (None, 5),
+                "bias_axes": "e",
+                **extra_kwargs,
+            },
+            (2, 3, 2, 4),
+            output_shape=(2, 3, 5),
+        ),
+        _harness_case(
+            cls,
+            "transposed_bias_not_last",
+            {
+                "equation": "abc,cd->adb",
+                "output_shape": (5, 3),
+                "bias_axes": "d",
+                **extra_kwargs,
+            },
+            (2, 3, 4),
+            output_shape=(2, 5, 3),
+        ),
+        _harness_case(
+            cls,
+            "ellipsis_left_no_bias",
+            {"equation": "...c,cd->...d", "output_shape": 4, **extra_kwargs},
+            (3, 7),
+            output_shape=(3, 4),
+            num_trainable_weights=1,
+            supports_masking=True,
+        ),
+        _harness_case(
+            cls,
+            "every_argument",
+            {**_EINSUM_EVERY_ARGUMENT, **extra_kwargs, "name": "einsum"},
+            (2, 3, 4),
+            output_shape=(2, 3, 2, 3),
+            num_losses=3,
+        ),
+    ]
 
 
 # The cases of `run_layer_test`: (class, case name, constructor arguments,
@@ -231,6 +338,8 @@ HARNESS_CASES = [
         dilation_rate=(2, 1),
         name="pn",
     ),
+    *_einsum_harness_cases(layers.AffineLikeEinsumDense),
+    *_einsum_harness_cases(layers.NormLikeEinsumDense, epsilon=0.01),
     *_conv_harness_cases(layers.PatchNormConv3D, 3, (1, 4), epsilon=0.01),
     _conv_every_argument_case(
         layers.PatchNormConv3D,
@@ -281,6 +390,13 @@ HARNESS_CASES = [
     ),
 ]
 
+# MultiHeadAttention's output projection.
+_EINSUM_ZERO_KWARGS = {
+    "equation": "abcd,cde->abe",
+    "output_shape": (None, 4),
+    "bias_axes": "e",
+}
+
 # Zero input, with the bias initialised to ones: (constructor arguments,
 # input shape, output shape, a floor for the largest input gradient).
 ZERO_INPUT = {
@@ -306,9 +422,16 @@ ZERO_INPUT = {
                 0.0,
             ),
         },
+        (_EINSUM_ZERO_KWARGS, (2, 3, 2, 4), (2, 3, 4), 0.0),
     ),
     # d(x / sqrt(|x|^2 + eps))/dx = I / sqrt(eps) at x = 0.
     layers.NormLikeDense: ({"units": 4}, (2, 8), (2, 4), 1.0),
+    layers.NormLikeEinsumDense: (
+        _EINSUM_ZERO_KWARGS,
+        (2, 3, 2, 4),
+        (2, 3, 4),
+        1.0,
+    ),
 }
 
 # Inputs whose squared norms overflow float16: (constructor arguments,
@@ -339,6 +462,17 @@ OVERFLOW = _by_class(
             10,
         ),
     },
+    (
+        {
+            "equation": "abcd,cde->abe",
+            "output_shape": (None, 16),
+            "bias_axes": "e",
+        },
+        (2, 3, 16, 64),
+        300,
+        2e-2,
+        100,
+    ),
 )
 
 # Large positive inputs with a positive kernel, so that every product
@@ -390,6 +524,26 @@ PRODUCT_OVERFLOW = _by_class(
             ),
         ],
     },
+    [
+        (
+            "attention_qkv",
+            {
+                "equation": "abc,cde->abde",
+                "output_shape": (None, 2, 4),
+                "bias_axes": "de",
+            },
+            (2, 3, 256),
+        ),
+        (
+            "attention_output",
+            {
+                "equation": "abcd,cde->abe",
+                "output_shape": (None, 8),
+                "bias_axes": "e",
+            },
+            (2, 3, 4, 64),
+        ),
+    ],
 )
 
 # A 10-layer tanh stack at the default initialisation: (constructor
@@ -407,7 +561,25 @@ DEEP_STACK = _by_class(
             (2, 6, 6, 6, 3),
         ),
     },
+    (
+        {"equation": "abc,cd->abd", "output_shape": (None, 256)},
+        (32, 8, 1024),
+    ),
 )
+
+
+def _supports_masking(cls, expected):
+    """The `supports_masking` the harness checks (`None`: not checked).
+
+    The mask passes through the dense layers, as through `Dense`, and
+    through the einsum layers where they keep its axes (the cases say
+    where); Keras' convolutions and ours take none.
+    """
+    if cls in DENSE_CLASSES:
+        return True
+    if cls in CONV_CLASSES:
+        return False
+    return expected.get("supports_masking")
 
 
 def _product_overflow_cases():
@@ -426,13 +598,18 @@ def _reference(layer, kernel, bias):
         return lambda x: reference.norm_like_dense(
             x, kernel, bias, layer.epsilon
         )
+    if layer.__class__ in EINSUM_CLASSES:
+        return common.einsum_reference(layer, kernel, bias)
     return common.conv_reference(layer, kernel, bias)
 
 
 def _products(layer, kernel, x):
-    """`x . kernel`, or `kernel . P_p` at every position, in float64."""
+    """`x . kernel`, the einsum, or `kernel . P_p` at every position, in
+    float64."""
     if layer.__class__ in DENSE_CLASSES:
         return x.astype(np.float64) @ kernel
+    if layer.__class__ in EINSUM_CLASSES:
+        return np.einsum(layer.equation, x.astype(np.float64), kernel)
     return reference.patch_conv(
         x,
         kernel,
@@ -471,9 +648,7 @@ class TestLayerContracts(testing.TestCase):
                 "num_trainable_weights", 2
             ),
             expected_num_losses=expected.get("num_losses", 0),
-            # The mask passes through the dense layers, as through `Dense`;
-            # Keras' convolutions and ours take none.
-            supports_masking=cls in DENSE_CLASSES,
+            supports_masking=_supports_masking(cls, expected),
             run_precision_checks=expected.get("run_precision_checks", True),
         )
 
@@ -521,6 +696,10 @@ class TestLayerContracts(testing.TestCase):
         self.assertTrue(np.max(np.abs(x)) < FLOAT16_MAX, "Input too large")
         if cls in DENSE_CLASSES:
             squared_norms = np.sum(x.astype(np.float64) ** 2, axis=-1)
+        elif cls in EINSUM_CLASSES:
+            squared_norms = reference.einsum_squared_norms(
+                x, ref.equation, tuple(ref.kernel.shape)
+            )
         else:
             squared_norms = reference.patch_squared_norms(
                 x, ref.kernel_size, ref.strides, dilation_rate=ref.dilation_rate

@@ -29,6 +29,27 @@ LAYERS = {
         (2, 3, 4),
         keras.layers.Dense,
     ),
+    "affine_like_einsum_dense": (
+        layers.AffineLikeEinsumDense,
+        {
+            "equation": "abc,cde->abde",
+            "output_shape": (None, 2, 3),
+            "bias_axes": "de",
+        },
+        (2, 3, 4),
+        keras.layers.EinsumDense,
+    ),
+    "norm_like_einsum_dense": (
+        layers.NormLikeEinsumDense,
+        {
+            "equation": "abcd,cde->abe",
+            "output_shape": (None, 5),
+            "bias_axes": "e",
+            "epsilon": 0.01,
+        },
+        (2, 3, 2, 4),
+        keras.layers.EinsumDense,
+    ),
     "patch_norm_conv1d": (
         layers.PatchNormConv1D,
         {"filters": 4, "kernel_size": 3, "padding": "causal"},
@@ -262,8 +283,15 @@ def test_keras_file_holds_the_merged_kernel(
 
 @pytest.mark.parametrize(
     "layer_cls,kwargs,input_shape,keras_cls",
-    [LAYERS[name] for name in ("affine_like_dense", "patch_norm_conv2d")],
-    ids=["affine_like_dense", "patch_norm_conv2d"],
+    [
+        LAYERS[name]
+        for name in (
+            "affine_like_dense",
+            "affine_like_einsum_dense",
+            "patch_norm_conv2d",
+        )
+    ],
+    ids=["affine_like_dense", "affine_like_einsum_dense", "patch_norm_conv2d"],
 )
 def test_mixed_precision_keeps_lora_weights_in_float32(
     layer_cls, kwargs, input_shape, keras_cls

@@ -2,6 +2,9 @@
 
 The convolutions (1D, 2D and 3D) extract every patch explicitly (what the
 layers never do) and compute each output from its own patch, in float64.
+The einsum layers take their norms from an einsum of `x**2` with a ones
+kernel (what the layers never do either: they reduce over the contracted
+axes and lay the result out as the output).
 """
 
 import itertools
@@ -19,6 +22,32 @@ def norm_like_dense(x, kernel, bias, epsilon):
     x = np.asarray(x, np.float64)
     norm = np.sqrt(np.sum(x**2, axis=-1, keepdims=True) + epsilon)
     return (x / norm) @ kernel + bias
+
+
+def einsum_squared_norms(x, equation, kernel_shape):
+    """`|x_c|^2` of every output element of `einsum(equation, x, kernel)`.
+
+    The einsum of `x**2` with a ones kernel: each output element sums the
+    squares of exactly the input entries its own einsum term multiplies.
+    """
+    x = np.asarray(x, np.float64)
+    return np.einsum(equation, x**2, np.ones(kernel_shape))
+
+
+def affine_like_einsum(x, equation, kernel, bias, offset=1.0):
+    """`(einsum(x, W) + b) / sqrt(|x_c|^2 + offset)`; `bias` may be 0."""
+    x = np.asarray(x, np.float64)
+    z = np.einsum(equation, x, np.asarray(kernel, np.float64))
+    sq = einsum_squared_norms(x, equation, np.shape(kernel))
+    return (z + bias) / np.sqrt(sq + offset)
+
+
+def norm_like_einsum(x, equation, kernel, bias, epsilon):
+    """`einsum(x, W) / sqrt(|x_c|^2 + epsilon) + b`; `bias` may be 0."""
+    x = np.asarray(x, np.float64)
+    z = np.einsum(equation, x, np.asarray(kernel, np.float64))
+    sq = einsum_squared_norms(x, equation, np.shape(kernel))
+    return z / np.sqrt(sq + epsilon) + bias
 
 
 def extract_patches(x, kernel_size, strides, padding, dilation_rate):
