@@ -113,7 +113,7 @@ def convert(
     A converted layer keeps every argument of the Keras layer (name,
     units or filters, window, activation, bias initialiser, regularizers,
     constraints, dtype policy, `trainable`) except its kernel initialiser:
-    it gets the package's default, `RandomNormal(stddev=1.0)`, and fresh
+    it gets the package's default, `RandomNormal(stddev=0.5)`, and fresh
     weights, since a kernel (or initialiser) meant for an undivided layer
     would shrink its outputs by about `sqrt(fan_in)`. Every other layer is
     cloned with its weights (a copy: training the new model leaves

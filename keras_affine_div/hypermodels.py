@@ -11,7 +11,7 @@ hyperparameters for every arm alike, the baseline included:
 - `optimizer`: one of `optimizers` (`"sgd"` is SGD with momentum
   `momentum`, 0.9 by default; `"adam"` is Adam).
 - `kernel_scale`: for our variants only, a choice over `kernel_scales`
-  (multiplies the standard deviation of their unit-variance kernel). A
+  (the standard deviation of their `RandomNormal` kernel). A
   study that fixes it passes one value.
 
 The arm itself is fixed per `HyperModel`, never searched. The names above

@@ -314,7 +314,7 @@ def mlp(
         kernel_scale: positive float or `None`, a multiplier on the
             default kernel initialiser of the hidden blocks: for our layers
             (`OUR_MLP_VARIANTS`) the standard deviation of a `RandomNormal`
-            kernel (their default is `RandomNormal(stddev=1.0)`), for
+            kernel (their default is `RandomNormal(stddev=0.5)`), for
             `"dense"` a factor on the limit of Keras' `GlorotUniform`
             (`VarianceScaling(scale=kernel_scale**2, mode="fan_avg",
             distribution="uniform")`). The normalised baselines divide the

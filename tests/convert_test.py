@@ -163,7 +163,7 @@ def test_sequential_mlp_is_converted_trained_saved_and_reloaded(tmp_path):
         assert isinstance(
             new.kernel_initializer, keras.initializers.RandomNormal
         )
-        assert new.kernel_initializer.stddev == 1.0
+        assert new.kernel_initializer.stddev == 0.5
     assert new_model.output_shape == model.output_shape
     assert _assert_kept_weights_equal(model, new_model, report) == 1
     _train_save_reload(new_model, x, y, tmp_path)

@@ -304,7 +304,7 @@ def test_kernel_scale_reaches_our_layers(builder, variant):
         (layer,) = [l for l in model.layers if isinstance(l, ours)]
         initializer = layer.kernel_initializer
         assert isinstance(initializer, keras.initializers.RandomNormal)
-        expected = 1.0 if scale is None else scale
+        expected = 0.5 if scale is None else scale
         assert initializer.stddev == expected
         kernel = testing.to_numpy(layer.kernel)
         assert abs(kernel.std() / expected - 1) < 0.1

@@ -72,10 +72,11 @@ class AffineLikeConv1D(_base_conv.BaseAffineLikeConv):
         use_bias: Boolean, whether the layer uses a bias vector. Defaults to
             `True`.
         kernel_initializer: Initializer for the convolution kernel. Defaults
-            to `None`, which means `RandomNormal(stddev=1.0)`: each patch
-            reaches the kernel with a norm of about 1, so a unit-variance
-            kernel keeps unit-variance outputs through a deep stack, where
-            Glorot would shrink them by `sqrt(fan_in)` per layer.
+            to `None`, which means `RandomNormal(stddev=0.5)`: each patch
+            reaches the kernel with a norm of about 1, so the outputs keep
+            a standard deviation of about 0.5 through a deep stack, where
+            Glorot would shrink them by `sqrt(fan_in)` per layer (0.5 is
+            the scale the MLP pilots chose on validation; see the README).
         bias_initializer: Initializer for the bias vector. Defaults to
             `"zeros"`.
         kernel_regularizer: Regularizer function applied to the convolution

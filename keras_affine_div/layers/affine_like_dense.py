@@ -41,10 +41,12 @@ class AffineLikeDense(_base.BaseDivergenceDense):
         use_bias: Boolean, whether the layer uses a bias vector. Defaults to
             `True`.
         kernel_initializer: Initializer for the `kernel` weights matrix.
-            Defaults to `None`, which means `RandomNormal(stddev=1.0)`: the
-            input reaches the kernel with a norm of about 1, so a
-            unit-variance kernel keeps unit-variance outputs through a deep
-            stack, where Glorot would shrink them by `sqrt(fan_in)` per layer.
+            Defaults to `None`, which means `RandomNormal(stddev=0.5)`: the
+            input reaches the kernel with a norm of about 1, so the outputs
+            keep a standard deviation of about 0.5 through a deep stack,
+            where Glorot would shrink them by `sqrt(fan_in)` per layer (0.5
+            is the scale the kernel-scale pilots chose on validation; see
+            the README).
         bias_initializer: Initializer for the bias vector. Defaults to
             `"zeros"`.
         kernel_regularizer: Regularizer function applied to the `kernel`

@@ -84,11 +84,12 @@ class AffineLikeEinsumDense(_base_einsum.BaseDivergenceEinsumDense):
         bias_axes: A string of the output letters to apply a bias to, as
             for `EinsumDense`. Defaults to `None` (no bias; see above).
         kernel_initializer: Initializer for the `kernel` weights.
-            Defaults to `None`, which means `RandomNormal(stddev=1.0)`:
-            `x_c` reaches the kernel with a norm of about 1, so a
-            unit-variance kernel keeps unit-variance outputs through a deep
-            stack. A `VarianceScaling` initialiser (Glorot, He) gets the
-            kernel's input and output axes, as in `EinsumDense`.
+            Defaults to `None`, which means `RandomNormal(stddev=0.5)`, the
+            default of `AffineLikeDense`: `x_c` reaches the kernel with a
+            norm of about 1, so the outputs keep a standard deviation of
+            about 0.5 through a deep stack. A `VarianceScaling` initialiser
+            (Glorot, He) gets the kernel's input and output axes, as in
+            `EinsumDense`.
         bias_initializer: Initializer for the bias. Defaults to `"zeros"`.
         kernel_regularizer: Regularizer function applied to the `kernel`
             weights. Defaults to `None`.

@@ -46,9 +46,11 @@ class NormLikeDense(_base.BaseDivergenceDense):
         use_bias: Boolean, whether the layer uses a bias vector. Defaults to
             `True`.
         kernel_initializer: Initializer for the `kernel` weights matrix.
-            Defaults to `None`, which means `RandomNormal(stddev=1.0)`: the
-            normalised input has norm 1, so a unit-variance kernel gives
-            unit-variance outputs at every width and depth.
+            Defaults to `None`, which means `RandomNormal(stddev=0.5)`: the
+            normalised input has norm 1, so the outputs have a standard
+            deviation of about 0.5 at every width and depth (0.5 is the
+            scale the kernel-scale pilots chose on validation; see the
+            README).
         bias_initializer: Initializer for the bias vector. Defaults to
             `"zeros"`.
         kernel_regularizer: Regularizer function applied to the `kernel`

@@ -59,11 +59,11 @@ class NormLikeEinsumDense(_base_einsum.BaseDivergenceEinsumDense):
         bias_axes: A string of the output letters to apply a bias to, as
             for `EinsumDense`. Defaults to `None` (no bias).
         kernel_initializer: Initializer for the `kernel` weights.
-            Defaults to `None`, which means `RandomNormal(stddev=1.0)`: the
-            normalised input has norm 1 per position, so a unit-variance
-            kernel gives unit-variance outputs. A `VarianceScaling`
-            initialiser (Glorot, He) gets the kernel's input and output
-            axes, as in `EinsumDense`.
+            Defaults to `None`, which means `RandomNormal(stddev=0.5)`, the
+            default of `NormLikeDense`: the normalised input has norm 1 per
+            position, so the outputs have a standard deviation of about 0.5.
+            A `VarianceScaling` initialiser (Glorot, He) gets the kernel's
+            input and output axes, as in `EinsumDense`.
         bias_initializer: Initializer for the bias. Defaults to `"zeros"`.
         kernel_regularizer: Regularizer function applied to the `kernel`
             weights. Defaults to `None`.

@@ -102,7 +102,7 @@ def test_keras_config_without_its_initializer_takes_the_default(
         warnings.simplefilter("error")
         layer = cls.from_config(config)
     assert isinstance(layer.kernel_initializer, keras.initializers.RandomNormal)
-    assert layer.kernel_initializer.stddev == 1.0
+    assert layer.kernel_initializer.stddev == 0.5
 
 
 def test_keras_config_with_a_unit_scale_initializer_does_not_warn():
@@ -141,7 +141,7 @@ def test_glorot_from_a_keras_config_shrinks_the_outputs():
         stds[initializer] = testing.to_numpy(layer(x)).std()
     expected = np.sqrt(2.0 / (3 * 3 * (32 + 64)))
     np.testing.assert_allclose(stds["glorot"], expected, rtol=0.1)
-    np.testing.assert_allclose(stds[None], 1.0, rtol=0.1)
+    np.testing.assert_allclose(stds[None], 0.5, rtol=0.1)
 
 
 def test_keras_lora_config_keeps_lora():
