@@ -16,7 +16,6 @@ from keras import ops
 from keras_affine_div import _backend
 from keras_affine_div import _validation
 
-
 # The standard deviation of the layers' default kernel (see below).
 DEFAULT_KERNEL_STDDEV = 0.5
 

@@ -82,7 +82,9 @@ def test_the_docstring_quotes_the_committed_numbers():
         )
         if match:
             values = re.findall(r"0\.\d{3}", match.group(3))
-            quoted[(match.group(1), match.group(2))] = [float(v) for v in values]
+            quoted[(match.group(1), match.group(2))] = [
+                float(v) for v in values
+            ]
     assert set(quoted) == set(table)
     for key, column in table.items():
         expected = [round(column[s], 3) for s in sorted(column)]
