@@ -43,30 +43,12 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_affine_div import _backend
+from keras_affine_div import _probe
 from keras_affine_div import _validation
-from keras_affine_div import ops as affine_div_ops
-from keras_affine_div.layers import AffineLikeConv1D
-from keras_affine_div.layers import AffineLikeConv2D
-from keras_affine_div.layers import AffineLikeConv3D
-from keras_affine_div.layers import AffineLikeDense
-from keras_affine_div.layers import NormLikeDense
-from keras_affine_div.layers import PatchNormConv1D
-from keras_affine_div.layers import PatchNormConv2D
-from keras_affine_div.layers import PatchNormConv3D
-
-DENSE_LIKE = (keras.layers.Dense, AffineLikeDense, NormLikeDense)
-CONV_LIKE = (
-    keras.layers.Conv1D,
-    keras.layers.Conv2D,
-    keras.layers.Conv3D,
-    AffineLikeConv1D,
-    AffineLikeConv2D,
-    AffineLikeConv3D,
-    PatchNormConv1D,
-    PatchNormConv2D,
-    PatchNormConv3D,
-)
+from keras_affine_div._probe import CONV_LIKE
+from keras_affine_div._probe import DENSE_LIKE
+from keras_affine_div._probe import find_layer as _find_layer
+from keras_affine_div._probe import get_loss as _get_loss
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -344,71 +326,16 @@ def activation_update_alignment(model, layer, x, y, loss, learning_rate=1e-3):
     loss_fn = _get_loss(loss)
     learning_rate = _validation.positive_float(learning_rate, "learning_rate")
     _validation.same_samples(x, y)
-    y = keras.tree.map_structure(ops.convert_to_tensor, y)
+    step = _probe.sgd_step(model, layer, x, y, loss_fn, learning_rate)
 
-    variables = list(layer.trainable_variables)
-    weights = [np.array(ops.convert_to_numpy(v)) for v in variables]
-
-    with _LayerProbe(layer) as probe:
-        # The layer's input x_l and call arguments, from one forward pass.
-        probe.in_model = True
-        probe.recording = True
-        try:
-            with keras.StatelessScope():
-                model(x, training=False)
-        finally:
-            probe.in_model = False
-            probe.recording = False
-        if len(probe.calls) != 1:
-            raise ValueError(
-                "Expected a layer that the model calls exactly once per "
-                f"forward pass. Received: layer={layer.name!r}, "
-                f"calls={len(probe.calls)}"
-            )
-        args, kwargs = probe.calls[0]
-
-        def z_of(weight_values):
-            mapping = list(zip(variables, weight_values))
-            with keras.StatelessScope(state_mapping=mapping):
-                return layer(*args, **kwargs)
-
-        z = z_of([ops.convert_to_tensor(w) for w in weights])
-
-        # g = dL/dz, through a zero probe added to z inside the model.
-        def mean_loss(offset):
-            probe.offset = offset
-            probe.in_model = True
-            try:
-                with keras.StatelessScope():
-                    y_pred = model(x, training=False)
-                return ops.mean(ops.cast(loss_fn(y, y_pred), "float32"))
-            finally:
-                probe.in_model = False
-                probe.offset = None
-
-        _, (g,) = _backend.value_and_gradients(mean_loss, [ops.zeros_like(z)])
-
-        # dL/dW = grad_W <g, z(W)>, then one SGD step on this layer only.
-        g_tensor = ops.convert_to_tensor(g)
-
-        def linear_in_z(*weight_values):
-            z_w = ops.cast(z_of(weight_values), "float32")
-            return ops.sum(z_w * ops.cast(g_tensor, "float32"))
-
-        _, grads = _backend.value_and_gradients(linear_in_z, weights)
-        stepped = [
-            ops.convert_to_tensor(w - np.asarray(learning_rate, w.dtype) * dw)
-            for w, dw in zip(weights, grads)
-        ]
-        z_new = z_of(stepped)
-
-    batch_size = g.shape[0]
-    z = np.asarray(ops.convert_to_numpy(ops.cast(z, "float32")), "float64")
+    batch_size = step.grad.shape[0]
+    z = np.asarray(ops.convert_to_numpy(ops.cast(step.z, "float32")), "float64")
     z_new = np.asarray(
-        ops.convert_to_numpy(ops.cast(z_new, "float32")), "float64"
+        ops.convert_to_numpy(ops.cast(step.z_new, "float32")), "float64"
     )
     dz = (z_new - z).reshape(batch_size, -1)
-    ideal = (-learning_rate * np.asarray(g, "float64")).reshape(batch_size, -1)
+    ideal = -learning_rate * np.asarray(step.grad, "float64")
+    ideal = ideal.reshape(batch_size, -1)
     dot = np.sum(dz * ideal, axis=1)
     ideal_sq = np.sum(np.square(ideal), axis=1)
     dz_norm = np.sqrt(np.sum(np.square(dz), axis=1))
@@ -418,7 +345,7 @@ def activation_update_alignment(model, layer, x, y, loss, learning_rate=1e-3):
         learning_rate=learning_rate,
         scale=_ratio(dot, ideal_sq),
         cosine=_ratio(dot, dz_norm * np.sqrt(ideal_sq)),
-        input_sq_norm=_input_sq_norm(layer, args[0]),
+        input_sq_norm=_probe.input_sq_norm(layer, step.inputs),
     )
 
 
@@ -482,14 +409,14 @@ def alignment_report(model, x, y, loss, learning_rate=1e-3):
         )
     targets = [
         layer
-        for layer in _walk_layers(model)
+        for layer in _probe.walk_layers(model)
         if isinstance(layer, DENSE_LIKE + CONV_LIKE) and layer.trainable_weights
     ]
     if not targets:
         raise ValueError(
             "Expected a model with at least one trainable Dense-like or "
             "Conv-like layer. Received: model with layers "
-            f"{[layer.name for layer in _walk_layers(model)]}"
+            f"{[layer.name for layer in _probe.walk_layers(model)]}"
         )
     return [
         activation_update_alignment(
@@ -497,154 +424,6 @@ def alignment_report(model, x, y, loss, learning_rate=1e-3):
         ).summary()
         for layer in targets
     ]
-
-
-class _LayerProbe:
-    """Rewires a layer for the measurement, and restores it on exit.
-
-    While active, `layer.call` returns `z`: the pre-activation output for a
-    Dense-like or Conv-like layer (its `activation` is set to linear), the
-    output for any other layer. Inside the model's forward pass
-    (`in_model=True`) the wrapper also adds `offset` (the probe
-    differentiated against) to `z` and applies the original activation, so
-    that the model computes exactly what it computes without the probe; with
-    `recording=True` it records the call's arguments.
-    """
-
-    def __init__(self, layer):
-        self.layer = layer
-        self.in_model = False
-        self.recording = False
-        self.offset = None
-        self.calls = []
-
-    def __enter__(self):
-        layer = self.layer
-        self._own_call = "call" in vars(layer)
-        self._call = layer.call
-        self._activation = None
-        if isinstance(layer, DENSE_LIKE + CONV_LIKE):
-            self._activation = layer.activation
-
-        def call(*args, **kwargs):
-            outputs = self._call(*args, **kwargs)
-            if not self.in_model:
-                return outputs
-            if self.recording:
-                self.calls.append((args, kwargs))
-            if self.offset is not None:
-                outputs = outputs + self.offset
-            if self._activation is not None:
-                outputs = self._activation(outputs)
-            return outputs
-
-        try:
-            if self._activation is not None:
-                layer.activation = keras.activations.linear
-            layer.call = call
-        except BaseException:
-            self._restore()
-            raise
-        return self
-
-    def __exit__(self, *exc_info):
-        self._restore()
-        return False
-
-    def _restore(self):
-        layer = self.layer
-        if self._own_call:
-            layer.call = self._call
-        elif "call" in vars(layer):
-            del layer.call
-        if self._activation is not None:
-            layer.activation = self._activation
-
-
-def _find_layer(model, layer):
-    """The layer object of `model` that `layer` (an object or name) means."""
-    candidates = list(_walk_layers(model))
-    if isinstance(layer, str):
-        for candidate in candidates:
-            if candidate.name == layer:
-                return candidate
-        raise ValueError(
-            f"Expected the name of a layer of model `{model.name}`, one of "
-            f"{[candidate.name for candidate in candidates]}. "
-            f"Received: layer={layer!r}"
-        )
-    if not isinstance(layer, keras.layers.Layer):
-        raise TypeError(
-            "Received an invalid type for argument `layer`. Expected a "
-            "`keras.layers.Layer` or a layer name (str). "
-            f"Received: layer={layer!r}"
-        )
-    if not any(candidate is layer for candidate in candidates):
-        raise ValueError(
-            f"Expected a layer of model `{model.name}`. Received: "
-            f"layer={layer.name!r} of class {type(layer).__name__}, which "
-            "the model does not hold"
-        )
-    return layer
-
-
-def _walk_layers(model):
-    """The layers of `model`, nested models' layers included, each once."""
-    seen = set()
-    stack = list(reversed(model.layers))
-    while stack:
-        layer = stack.pop()
-        if id(layer) in seen:
-            continue
-        seen.add(id(layer))
-        yield layer
-        if isinstance(layer, keras.Model):
-            stack.extend(reversed(layer.layers))
-
-
-def _get_loss(loss):
-    """A callable `loss(y_true, y_pred)` from a name, object or function."""
-    if isinstance(loss, str):
-        try:
-            return keras.losses.get(loss)
-        except ValueError:
-            raise ValueError(
-                "Received an invalid value for argument `loss`. Expected the "
-                "name of a Keras loss, such as 'mse' or "
-                f"'sparse_categorical_crossentropy'. Received: loss={loss!r}"
-            ) from None
-    if not callable(loss):
-        raise TypeError(
-            "Received an invalid type for argument `loss`. Expected a loss "
-            "name, a `keras.losses.Loss` or a function "
-            f"`loss(y_true, y_pred)`. Received: loss={loss!r}"
-        )
-    return loss
-
-
-def _input_sq_norm(layer, inputs):
-    """`|x_i|^2` (Dense-like) or the mean `|P_p|^2` (Conv-like), per sample.
-
-    Computed in float32. A Conv-like layer's patch norms are those it
-    divides by (`keras_affine_div.ops.patch_squared_norms` with the layer's
-    kernel size, strides, padding, dilation and groups): one per output
-    position and group, averaged over both.
-    """
-    x = ops.cast(inputs, "float32")
-    if isinstance(layer, CONV_LIKE):
-        sq_norms = affine_div_ops.patch_squared_norms(
-            x,
-            layer.kernel_size,
-            strides=layer.strides,
-            padding=layer.padding,
-            data_format=layer.data_format,
-            dilation_rate=layer.dilation_rate,
-            groups=layer.groups,
-        )
-    else:
-        sq_norms = ops.sum(ops.square(x), axis=-1)
-    sq_norms = np.asarray(ops.convert_to_numpy(sq_norms), "float64")
-    return sq_norms.reshape(sq_norms.shape[0], -1).mean(axis=1)
 
 
 def _ratio(numerator, denominator):
