@@ -5,16 +5,28 @@
 # BACKENDS="jax torch" restricts the loop. The backend-independent tests
 # (marked `backend_independent`) run in the jax pass only (conftest.py); the
 # slowest tests of each pass are listed at its end.
+# Each pass runs on TEST_WORKERS pytest-xdist workers (default 2; 1 runs in
+# one process), a test module per worker at a time (`--dist loadfile`, so
+# that a module's fixtures are built once); every worker then uses one
+# thread for OpenMP, which keeps PyTorch from oversubscribing the cores.
 set -u
 cd "$(dirname "$0")/.."
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
 export TF_ENABLE_ONEDNN_OPTS="${TF_ENABLE_ONEDNN_OPTS:-0}"
 PYTHON="${PYTHON:-python}"
+workers="${TEST_WORKERS:-2}"
+parallel=()
+if [ "${workers}" != "1" ]; then
+  parallel=(-n "${workers}" --dist loadfile)
+  export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
+fi
 failed=()
+total_start=$(date +%s)
 for backend in ${BACKENDS:-tensorflow jax torch}; do
   echo "=== KERAS_BACKEND=${backend} ==="
   start=$(date +%s)
-  if ! KERAS_BACKEND="${backend}" "${PYTHON}" -m pytest --durations=10 "$@"; then
+  if ! KERAS_BACKEND="${backend}" "${PYTHON}" -m pytest --durations=10 \
+      "${parallel[@]}" "$@"; then
     failed+=("${backend}")
   fi
   echo "=== ${backend}: $(( $(date +%s) - start )) s ==="
@@ -23,4 +35,5 @@ if [ ${#failed[@]} -gt 0 ]; then
   echo "FAILED on: ${failed[*]}"
   exit 1
 fi
+echo "=== all passes: $(( $(date +%s) - total_start )) s ==="
 echo "All backends passed."

@@ -15,6 +15,11 @@ from benchmarks import cases
 from benchmarks.profiling import variants
 from tuning import provenance
 
+# The variant timings run on one backend: the rewrites and the command line
+# do not depend on it (the benchmark itself runs on each, in
+# tests/benchmarks/layer_overhead_test.py).
+ONE_BACKEND = pytest.mark.requires_backend("jax")
+
 
 def _run(script, *args):
     return subprocess.run(
@@ -33,6 +38,7 @@ def _output(script, *args):
     return result.stdout
 
 
+@ONE_BACKEND
 def test_variants_time_every_rewrite():
     out = _output(
         "variants", "conv", "--smoke", "--extra", ",".join(variants.EXTRA)
@@ -50,6 +56,7 @@ def test_variants_time_every_rewrite():
         assert f"  {name} " in out, name
 
 
+@ONE_BACKEND
 def test_variants_rejects_an_unknown_rewrite():
     result = _run("variants", "conv", "--extra", "NoSuchLayer")
     assert result.returncode == 2
