@@ -20,6 +20,7 @@ def test_divergence_of_the_smoke_study(tmp_path):
     shutil.copytree(
         str(provenance.REPO_ROOT / "tuning" / "results" / "smoke"),
         tmp_path / "results" / "smoke",
+        ignore=shutil.ignore_patterns(".runner.lock"),
     )
     status = divergence.main(
         [

@@ -198,7 +198,9 @@ def test_a_cell_being_searched(tmp_path):
 
 
 def test_committed_smoke_results_are_done(tmp_path, capsys):
-    shutil.copytree(SMOKE, tmp_path / "smoke")
+    shutil.copytree(
+        SMOKE, tmp_path / "smoke", ignore=shutil.ignore_patterns(".runner.lock")
+    )
     assert progress.main(["smoke", "--results-dir", str(tmp_path)]) == 0
     text = capsys.readouterr().out
     assert text.startswith("smoke: 2 of 2 cells done")
@@ -207,7 +209,9 @@ def test_committed_smoke_results_are_done(tmp_path, capsys):
 
 
 def test_cells_set_aside_count_as_not_started_and_are_named(tmp_path, capsys):
-    shutil.copytree(SMOKE, tmp_path / "smoke")
+    shutil.copytree(
+        SMOKE, tmp_path / "smoke", ignore=shutil.ignore_patterns(".runner.lock")
+    )
     arms = study_module.load_study("smoke").arms
     assert (
         supersede.main(

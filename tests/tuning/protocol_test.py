@@ -508,7 +508,9 @@ def test_an_extending_study_tests_the_others_arms_against_its_own(tmp_path):
     results = tmp_path / "results"
     parent = results / "cifar10-mlp-wide-v2"
     shutil.copytree(
-        common.REPO_ROOT / "tuning/results/cifar10-mlp-wide-v2", parent
+        common.REPO_ROOT / "tuning/results/cifar10-mlp-wide-v2",
+        parent,
+        ignore=shutil.ignore_patterns(".runner.lock"),
     )
     # As run: the parent's own tables compare its rows as run.
     (parent / schema.FRESH_SEEDS_CSV).unlink(missing_ok=True)

@@ -423,7 +423,9 @@ def test_v1_comparators_from_the_rows_without_a_summary():
 
 def test_report_on_committed_smoke_results(tmp_path):
     src = str(provenance.REPO_ROOT / "tuning" / "results" / "smoke")
-    shutil.copytree(src, tmp_path / "smoke")
+    shutil.copytree(
+        src, tmp_path / "smoke", ignore=shutil.ignore_patterns(".runner.lock")
+    )
     assert report.main(["smoke", "--results-dir", str(tmp_path)]) == 0
     text = (tmp_path / "smoke" / report.REPORT_MD).read_text()
     assert "| dense |" in text and "| affine_like |" in text
@@ -449,7 +451,9 @@ def test_missing_results(tmp_path, capsys):
 
 def test_read_results_of_committed_smoke_results(tmp_path):
     src = str(provenance.REPO_ROOT / "tuning" / "results" / "smoke")
-    shutil.copytree(src, tmp_path / "smoke")
+    shutil.copytree(
+        src, tmp_path / "smoke", ignore=shutil.ignore_patterns(".runner.lock")
+    )
     runs, search, summary = result_rows.read_results(str(tmp_path / "smoke"))
     assert {r["arm"] for r in runs} == {"dense", "affine_like"}
     assert search and all("learning_rate" in r for r in search)
