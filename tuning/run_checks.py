@@ -1,0 +1,107 @@
+"""What a run of a study checks before it trains anything.
+
+`distributed_role` is the process' part in a distributed search;
+`check_share` refuses a share of the study (`--arms`, `--conditions`)
+that cannot run; `check_same_study` refuses to resume results that
+another study, an older runner or another backend wrote.
+"""
+
+import os
+
+from tuning import distributed
+from tuning import records
+from tuning import schema
+from tuning.errors import SweepError
+
+
+def distributed_role():
+    """This process' part in a distributed search (`distributed.role`).
+
+    Raises:
+        SweepError: for a bad distributed set-up.
+    """
+    try:
+        return distributed.role()
+    except distributed.DistributedError as e:
+        raise SweepError(str(e)) from None
+
+
+def check_share(study, options, role):
+    """Refuses an `arms`/`conditions` selection the study cannot run."""
+    if options.arms is None and options.conditions is None:
+        return
+    if options.overwrite:
+        raise SweepError(
+            "--overwrite empties the whole study's runs and results, not a "
+            "share of them; set the share's arms aside with "
+            "`python -m tuning.supersede` instead. Received: overwrite=True, "
+            f"arms={options.arms!r}, conditions={options.conditions!r}"
+        )
+    if role is not None:
+        raise SweepError(
+            "--arms and --conditions run a share of a study in a plain "
+            "process, not as a distributed chief or worker. Received: "
+            f"KERASTUNER_TUNER_ID role {role!r}"
+        )
+    if options.arms is not None:
+        unknown = [a for a in options.arms if a not in study.arms]
+        if not options.arms or unknown:
+            raise SweepError(
+                f"Received an invalid value for `arms`. Expected arms of "
+                f"study {study.results_name!r}: {', '.join(study.arms)}. "
+                f"Received: arms={list(options.arms)}"
+            )
+    if options.conditions is not None:
+        names = [c.name for c in study.conditions()]
+        if not study.grid:
+            raise SweepError(
+                f"study {study.results_name!r} has no [grid], so no "
+                "conditions to choose from. Received: "
+                f"conditions={list(options.conditions)}"
+            )
+        unknown = [c for c in options.conditions if c not in names]
+        if not options.conditions or unknown:
+            raise SweepError(
+                "Received an invalid value for `conditions`. Expected "
+                f"conditions of study {study.results_name!r}: "
+                f"{', '.join(names)}. Received: "
+                f"conditions={list(options.conditions)}"
+            )
+
+
+def check_same_study(study, runs_dir, out_dir, backend):
+    """Refuses to resume a study whose file changed since its runs.
+
+    The study's fingerprint is kept in both folders: in a fresh clone with
+    no runs folder, the committed results folder says what the study was.
+    """
+    fingerprint = schema.fingerprint(study)
+    for folder in (runs_dir, out_dir):
+        previous = records.read_json(os.path.join(folder, schema.STUDY_JSON))
+        if previous is not None and not schema.same_study(
+            previous, fingerprint
+        ):
+            raise SweepError(
+                f"the study changed since its runs in {folder} were made "
+                "(only max_trials and seeds may change on resume); pass "
+                "--overwrite to start again. Received: "
+                f"study={study.results_name!r}"
+            )
+    has = {
+        name: os.path.isfile(os.path.join(out_dir, name))
+        for name in (schema.TRIALS_CSV, schema.CELLS_CSV)
+    }
+    if has[schema.TRIALS_CSV] and not has[schema.CELLS_CSV]:
+        raise SweepError(
+            f"the results in {out_dir} were written by an earlier version of "
+            f"the runner (no {schema.CELLS_CSV}) and cannot be resumed; pass "
+            "--overwrite to start again, or use another --results-dir. "
+            f"Received: study={study.results_name!r}"
+        )
+    summary = records.read_json(os.path.join(out_dir, schema.SUMMARY_JSON))
+    if summary is not None and summary.get("backend") != backend:
+        raise SweepError(
+            f"the results in {out_dir} were made with the "
+            f"{summary.get('backend')} backend; set KERAS_BACKEND to it or "
+            f"pass --overwrite. Received: backend={backend!r}"
+        )
