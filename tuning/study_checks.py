@@ -105,7 +105,9 @@ def _check_sizes(study, where):
             f"Received: test_samples={f['test_samples']!r}, "
             f"dataset={dataset!r}"
         )
-    if study.family == "cnn" and 2 ** f["depth"] > size["side"]:
+    # `depth > bit_length - 1` is `2 ** depth > side`, without computing a
+    # power that a huge depth would make take all memory.
+    if study.family == "cnn" and f["depth"] > size["side"].bit_length() - 1:
         raise StudyError(
             f"{where}: the `depth` of a CNN must be at most "
             f"{size['side'].bit_length() - 1}, one 2x2 pooling per stage of "

@@ -223,6 +223,8 @@ SEARCH_AND_FIXED = [
     case("fixed", "depth", 0),
     case("fixed", "depth", 2.0),
     case("fixed", "depth", 6, base="cnn"),
+    # Refused at once, not after computing 2 ** depth.
+    case("fixed", "depth", 10**15, base="cnn"),
     case("fixed", "width", 0),
     case("fixed", "width", "16"),
     case("fixed", "filters", 0, base="cnn"),
