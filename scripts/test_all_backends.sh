@@ -5,28 +5,35 @@
 # BACKENDS="jax torch" restricts the loop. The backend-independent tests
 # (marked `backend_independent`) run in the jax pass only (conftest.py); the
 # slowest tests of each pass are listed at its end.
-# Each pass runs on TEST_WORKERS pytest-xdist workers (default 2; 1 runs in
-# one process), a test module per worker at a time (`--dist loadfile`, so
-# that a module's fixtures are built once); every worker then uses one
-# thread for OpenMP, which keeps PyTorch from oversubscribing the cores.
+# The tensorflow and jax passes run on TEST_WORKERS pytest-xdist workers
+# (default 2; 1 runs in one process), a test module per worker at a time
+# (`--dist loadfile`, so that a module's fixtures are built once), each
+# worker with one OpenMP thread. The torch pass runs on TORCH_WORKERS
+# (default 1): it holds the runner's kill-and-resume tests, which SIGKILL
+# a sweep right after a given line, and a second worker on the same cores
+# can let the sweep get a step further first.
 set -u
 cd "$(dirname "$0")/.."
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
 export TF_ENABLE_ONEDNN_OPTS="${TF_ENABLE_ONEDNN_OPTS:-0}"
 PYTHON="${PYTHON:-python}"
-workers="${TEST_WORKERS:-2}"
-parallel=()
-if [ "${workers}" != "1" ]; then
-  parallel=(-n "${workers}" --dist loadfile)
-  export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
-fi
 failed=()
 total_start=$(date +%s)
 for backend in ${BACKENDS:-tensorflow jax torch}; do
   echo "=== KERAS_BACKEND=${backend} ==="
   start=$(date +%s)
-  if ! KERAS_BACKEND="${backend}" "${PYTHON}" -m pytest --durations=10 \
-      "${parallel[@]}" "$@"; then
+  workers="${TEST_WORKERS:-2}"
+  if [ "${backend}" = torch ]; then
+    workers="${TORCH_WORKERS:-1}"
+  fi
+  parallel=()
+  threads=()
+  if [ "${workers}" != "1" ]; then
+    parallel=(-n "${workers}" --dist loadfile)
+    threads=("OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}")
+  fi
+  if ! env "${threads[@]}" KERAS_BACKEND="${backend}" \
+      "${PYTHON}" -m pytest --durations=10 "${parallel[@]}" "$@"; then
     failed+=("${backend}")
   fi
   echo "=== ${backend}: $(( $(date +%s) - start )) s ==="
