@@ -13,7 +13,9 @@ minus the comparator's (`statistics.interaction`). A negative interaction
 means our arm gains less from the change than the comparator. The
 p-values of the changes and those of the interactions are Holm-adjusted,
 each family over both directions of all its rows; "detectable" is what a
-one-sided test at 0.05 finds with 80% power from the seeds' spreads.
+one-sided test finds with 80% power from the seeds' spreads, at 0.05 and
+at the Holm level the row was held to (the one an inconclusive verdict
+quotes).
 Replayed seeds (`schema.replays`) are replaced by their fresh ones where a
 study has them.
 
@@ -35,6 +37,7 @@ from tuning import schema
 from tuning import statistics
 
 ALPHA = comparisons.ALPHA
+POWER = comparisons.POWER
 _num = markdown.num
 
 
@@ -162,14 +165,26 @@ def changes(pairs):
                     )
                 )
     for family in (rows_changes, rows_interactions):
-        adjusted = iter(
-            statistics.holm(
-                [r[k] for r in family for k in ("p_below", "p_above")]
-            )
-        )
+        raw = [r[k] for r in family for k in ("p_below", "p_above")]
+        adjusted = iter(statistics.holm(raw))
+        levels = iter(statistics.holm_levels(raw, ALPHA))
         for r in family:
             r["p_below"], r["p_above"] = next(adjusted), next(adjusted)
+            _detectable_at_level(r, next(levels), next(levels))
     return rows_changes, rows_interactions
+
+
+def _detectable_at_level(row, level_below, level_above):
+    """Adds `level`, the Holm level the row's first-judged test (the
+    direction with the smaller p-value) was held to, and
+    `detectable_at_level`, what its seeds could detect at that level."""
+    levels = [x for x in (level_below, level_above) if x == x]
+    row["level"] = min(levels) if levels else float("nan")
+    row["detectable_at_level"] = (
+        statistics.detectable(row["se"], row["df"], row["level"], POWER)
+        if levels
+        else float("nan")
+    )
 
 
 def render(pairs, command=""):
@@ -182,17 +197,25 @@ def render(pairs, command=""):
         "`fresh_seeds.csv` where a study has one). Test accuracy; "
         "intervals 95% Welch; p-values one-sided, Holm-adjusted over both "
         "directions of every row of a table; detectable at 0.05 with power "
-        "0.8.",
+        "0.8, and at the Holm level that applied to the row's first-judged "
+        "test (its direction with the smaller p-value), the level its "
+        "verdict was actually held to.",
         "",
         "## Each arm's change (to minus from)",
         "",
         "| from -> to | arm | from | to | change | 95% interval "
-        "| p falls | p rises | detectable | verdict |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| p falls | p rises | detectable at 0.05 | Holm level applied "
+        "| detectable at it | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows_changes:
         verdict = statistics.direction_verdict(
-            r["p_below"], r["p_above"], r["detectable"], "falls", "rises", ALPHA
+            r["p_below"],
+            r["p_above"],
+            r["detectable_at_level"],
+            "falls",
+            "rises",
+            ALPHA,
         )
         lines.append(
             f"| {r['pair']} | {r['arm']} | {_num(r['mean_from'], '.4f')} "
@@ -202,21 +225,24 @@ def render(pairs, command=""):
             f"{_num(r['high'], '+.4f')}] "
             f"| {_num(r['p_below'], '.3g')} "
             f"| {_num(r['p_above'], '.3g')} "
-            f"| {_num(r['detectable'], '.4f')} | {verdict} |"
+            f"| {_num(r['detectable'], '.4f')} "
+            f"| {_num(r['level'], '.2g')} "
+            f"| {_num(r['detectable_at_level'], '.4f')} | {verdict} |"
         )
     lines += [
         "",
         "## Our arm's change minus the comparator's",
         "",
         "| from -> to | comparison | interaction | 95% interval "
-        "| p ours gains less | p ours gains more | detectable | verdict |",
-        "|---|---|---|---|---|---|---|---|",
+        "| p ours gains less | p ours gains more | detectable at 0.05 "
+        "| Holm level applied | detectable at it | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows_interactions:
         verdict = statistics.direction_verdict(
             r["p_below"],
             r["p_above"],
-            r["detectable"],
+            r["detectable_at_level"],
             "ours gains less",
             "ours gains more",
             ALPHA,
@@ -228,7 +254,9 @@ def render(pairs, command=""):
             f"{_num(r['high'], '+.4f')}] "
             f"| {_num(r['p_below'], '.3g')} "
             f"| {_num(r['p_above'], '.3g')} "
-            f"| {_num(r['detectable'], '.4f')} | {verdict} |"
+            f"| {_num(r['detectable'], '.4f')} "
+            f"| {_num(r['level'], '.2g')} "
+            f"| {_num(r['detectable_at_level'], '.4f')} | {verdict} |"
         )
     return "\n".join(lines) + "\n"
 
