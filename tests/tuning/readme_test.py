@@ -3,8 +3,8 @@ the repository's Markdown points at something it holds.
 
 The chain is README <- `report.md` <- `trials.csv`: every table row of a
 comparison study's `tuning/results/<study>/README.md` is a line of that
-study's committed `report.md`, `divergence.md` or pooled view
-(`pooled*.md`); the committed `report.md` of every finished bracketed
+study's committed `report.md`, `divergence.md`, alignment table,
+pooled view (`pooled*.md`) or `tuning.across` view; the committed `report.md` of every finished bracketed
 study is what `tuning.report` writes from its result files now, every
 MLP study's `divergence.md` what `tuning.divergence` renders from its
 `divergence.csv`, and every pooled view what the `tuning.pooled` command
@@ -45,6 +45,7 @@ README_MD = "README.md"
 POOLED_GLOB = "pooled*.md"
 DIVERGENCE_MD = "divergence.md"
 POOLED_COMMAND = re.compile(r"Written by `python -m tuning\.pooled ([^`]+)`")
+ACROSS_COMMAND = re.compile(r"Written by `python -m tuning\.across ([^`]+)`")
 V2_COMPARISONS = (
     "cifar10-mlp-v2",
     "cifar10-mlp-wide-v2",
@@ -138,6 +139,11 @@ def test_readme_rows_are_lines_of_the_report(study):
     for name in (DIVERGENCE_MD, alignment.MARKDOWN):
         if (folder / name).is_file():
             sources.append(folder / name)
+    sources += [
+        path
+        for path in sorted(folder.glob("*.md"))
+        if ACROSS_COMMAND.search(path.read_text())
+    ]
     lines = {
         line.strip()
         for source in sources
