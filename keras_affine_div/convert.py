@@ -8,11 +8,11 @@ matching `AffineLikeConv*D` (or `PatchNormConv*D`) in place of each
 cloned with their weights.
 """
 
-import collections
 import dataclasses
 
 import keras
 
+from keras_affine_div import _graph
 from keras_affine_div import _validation
 from keras_affine_div import layers as affine_div_layers
 
@@ -195,9 +195,9 @@ def convert(
         drop_following_norm, "drop_following_norm"
     )
     _check_model(model)
-    leaves = _leaf_layers(model)
+    leaves = _graph.leaf_layers(model)
     chosen = _selector(layers, leaves)
-    output_ids = _output_layer_ids(model)
+    output_ids = _graph.output_layer_ids(model)
     targets = {
         source: getattr(affine_div_layers, target, None)
         for source, target in _TARGETS[kind].items()
@@ -233,8 +233,10 @@ def convert(
 
     dropped_ids = {}
     if drop_following_norm:
-        for prefix, submodel in _graph_models(model):
-            for layer in _following_norms(submodel, replacements):
+        for prefix, submodel in _graph.graph_models(model):
+            for layer in _graph.following_layers(
+                submodel, replacements, _NORMALIZATIONS
+            ):
                 dropped_ids[id(layer)] = prefix + layer.name
 
     copies = []  # (original, clone) of the layers cloned with weights
@@ -299,7 +301,7 @@ def _check_model(model):
             "`keras.Sequential` or functional `keras.Model`. Received: "
             f"model={model!r} of type {type(model).__name__}"
         )
-    if not _is_graph_model(model):
+    if not _graph.is_graph_model(model):
         raise TypeError(
             "`convert` rebuilds Sequential and functional models layer by "
             "layer through `keras.models.clone_model`, which cannot see the "
@@ -316,47 +318,6 @@ def _check_model(model):
             f"`model.build(input_shape)`. Received: model={model.name!r} "
             f"with model.built={model.built}"
         )
-
-
-def _is_graph_model(obj):
-    """Whether `obj` is a Sequential or functional model.
-
-    Functional models, and their subclasses built from inputs and outputs,
-    run a graph of layers (`_run_through_graph`); a subclassed model runs
-    its own `call`.
-    """
-    return isinstance(obj, keras.Sequential) or (
-        isinstance(obj, keras.Model) and hasattr(obj, "_run_through_graph")
-    )
-
-
-def _graph_models(model, prefix=""):
-    """`(prefix, model)` for `model` and each graph model nested in it."""
-    yield prefix, model
-    for layer in model.layers:
-        if _is_graph_model(layer):
-            yield from _graph_models(layer, f"{prefix}{layer.name}/")
-
-
-def _leaf_layers(model):
-    """`(name, layer)` of every layer `clone_function` will receive.
-
-    The layers of `model` and of the graph models nested in it (which
-    `clone_model(recursive=True)` clones model by model), input layers
-    excepted; a layer shared between them once.
-    """
-    leaves, seen = [], set()
-    for prefix, submodel in _graph_models(model):
-        for layer in submodel.layers:
-            if (
-                isinstance(layer, keras.layers.InputLayer)
-                or _is_graph_model(layer)
-                or id(layer) in seen
-            ):
-                continue
-            seen.add(id(layer))
-            leaves.append((prefix + layer.name, layer))
-    return leaves
 
 
 def _source_name(layer):
@@ -415,28 +376,6 @@ def _selector(layers, leaves):
     )
 
 
-def _output_layer_ids(model):
-    """The ids of the layers producing `model`'s outputs.
-
-    A nested graph model producing an output is looked into: its own output
-    layers count.
-    """
-    if isinstance(model, keras.Sequential):
-        producers = [model.layers[-1]]
-    else:
-        producers = [
-            tensor._keras_history.operation
-            for tensor in keras.tree.flatten(model.outputs)
-        ]
-    ids = set()
-    for layer in producers:
-        if _is_graph_model(layer):
-            ids |= _output_layer_ids(layer)
-        else:
-            ids.add(id(layer))
-    return ids
-
-
 def _reason_to_keep(layer, chosen, excluded_output):
     """Why a candidate layer stays as it is, or `None` to convert it."""
     if not chosen:
@@ -457,79 +396,12 @@ def _reason_to_keep(layer, chosen, excluded_output):
             f"LoRA is enabled (lora_rank={layer.lora_rank}): its frozen "
             "kernel is what LoRA adapts, and `convert` does not copy kernels"
         )
-    inputs = _first_call_inputs(layer)
+    inputs = _graph.first_call_inputs(layer)
     if any(getattr(x, "sparse", False) for x in inputs):
         return "its input is sparse; the package's layers take dense inputs"
     if any(getattr(x, "ragged", False) for x in inputs):
         return "its input is ragged; the package's layers take dense inputs"
     return None
-
-
-def _first_call_inputs(layer):
-    """The symbolic input tensors of the first call of `layer`, flat."""
-    try:
-        return keras.tree.flatten(layer.input)
-    except (AttributeError, ValueError):
-        return []
-
-
-def _following_norms(model, replacements):
-    """The normalisation layers of `model` that only follow a converted one.
-
-    Yields each normalisation layer of `model`'s own graph (nested models
-    are visited on their own) called once, on a single tensor produced by a
-    layer being converted, called once, whose output goes nowhere else (not
-    to another layer, not to the model's outputs).
-    """
-    if isinstance(model, keras.Sequential):
-        sequence = model.layers
-        for previous, layer in zip(sequence, sequence[1:]):
-            if type(layer) in _NORMALIZATIONS and id(previous) in replacements:
-                yield layer
-        return
-    nodes = _nodes(model)
-    calls = collections.Counter(id(node.operation) for node in nodes)
-    consumers = collections.Counter(
-        id(tensor) for node in nodes for tensor in node.input_tensors
-    )
-    outputs = {id(tensor) for tensor in keras.tree.flatten(model.outputs)}
-    for node in nodes:
-        layer = node.operation
-        if type(layer) not in _NORMALIZATIONS or calls[id(layer)] != 1:
-            continue
-        if len(node.input_tensors) != 1:
-            continue
-        (tensor,) = node.input_tensors
-        producer = tensor._keras_history.operation
-        if (
-            id(producer) in replacements
-            and calls[id(producer)] == 1
-            and consumers[id(tensor)] == 1
-            and id(tensor) not in outputs
-        ):
-            yield layer
-
-
-def _nodes(model):
-    """The nodes (layer calls) of a functional model's own graph.
-
-    Walked from the outputs back to the inputs, through each tensor's
-    `_keras_history` (the layer, call and output that made it): a layer's
-    calls in other models are not visited.
-    """
-    inputs = {id(tensor) for tensor in keras.tree.flatten(model.inputs)}
-    stack = list(keras.tree.flatten(model.outputs))
-    nodes = {}
-    while stack:
-        tensor = stack.pop()
-        if id(tensor) in inputs:
-            continue
-        history = tensor._keras_history
-        node = history.operation._inbound_nodes[history.node_index]
-        if id(node) not in nodes:
-            nodes[id(node)] = node
-            stack.extend(node.input_tensors)
-    return list(nodes.values())
 
 
 def _converted(layer, target):

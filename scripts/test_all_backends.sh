@@ -5,13 +5,12 @@
 # BACKENDS="jax torch" restricts the loop. The backend-independent tests
 # (marked `backend_independent`) run in the jax pass only (conftest.py); the
 # slowest tests of each pass are listed at its end.
-# The tensorflow and jax passes run on TEST_WORKERS pytest-xdist workers
-# (default 2; 1 runs in one process), a test module per worker at a time
-# (`--dist loadfile`, so that a module's fixtures are built once), each
-# worker with one OpenMP thread. The torch pass runs on TORCH_WORKERS
-# (default 1): it holds the runner's kill-and-resume tests, which SIGKILL
-# a sweep right after a given line, and a second worker on the same cores
-# can let the sweep get a step further first.
+# Each pass runs on TEST_WORKERS pytest-xdist workers (default 2; 1 runs in
+# one process), a test module per worker at a time (`--dist loadfile`, so
+# that a module's fixtures are built once), each worker with one OpenMP
+# thread. (The runner's kill-and-resume tests, in the torch pass, have the
+# sweep kill itself at the line they name, so a busy second worker cannot
+# let it get a step further first.)
 set -u
 cd "$(dirname "$0")/.."
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
@@ -23,9 +22,6 @@ for backend in ${BACKENDS:-tensorflow jax torch}; do
   echo "=== KERAS_BACKEND=${backend} ==="
   start=$(date +%s)
   workers="${TEST_WORKERS:-2}"
-  if [ "${backend}" = torch ]; then
-    workers="${TORCH_WORKERS:-1}"
-  fi
   parallel=()
   threads=()
   if [ "${workers}" != "1" ]; then

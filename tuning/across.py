@@ -16,7 +16,7 @@ each family over both directions of all its rows; "detectable" is what a
 one-sided test finds with 80% power from the seeds' spreads, at 0.05 and
 at the Holm level the row was held to (the one an inconclusive verdict
 quotes).
-Replayed seeds (`schema.replays`) are replaced by their fresh ones where a
+Replayed seeds (`replays.replaying_rows`) are replaced by their fresh ones where a
 study has them.
 
 A condition is `STUDY:NAME` (a `condition` of its `trials.csv`), or
@@ -29,9 +29,9 @@ import os
 import shlex
 import sys
 
+from tuning import cli
 from tuning import comparisons
 from tuning import markdown
-from tuning import records
 from tuning import result_rows
 from tuning import schema
 from tuning import statistics
@@ -60,13 +60,8 @@ def main(argv=None):
     try:
         text = render(load(args.cells, args.results_dir), command)
     except AcrossError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    if args.out:
-        records.write_atomic(args.out, text)
-        print(f"wrote {args.out}")
-    else:
-        print(text, end="")
+        return cli.fail(e)
+    cli.emit(text, args.out)
     return 0
 
 

@@ -33,13 +33,10 @@ import os
 import shlex
 import sys
 
-# Before TensorFlow is imported (by tensorflow-datasets or the backend).
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
-
-from tuning import records  # noqa: E402
-from tuning import schema  # noqa: E402
-from tuning import study as study_module  # noqa: E402
+from tuning import cli
+from tuning import records
+from tuning import schema
+from tuning import study as study_module
 
 CSV = "alignment_vs_batch.csv"
 MARKDOWN = "alignment_vs_batch.md"
@@ -72,16 +69,7 @@ def main(argv=None):
         description="The alignment of each arm's activation steps with the "
         "ideal step, against the batch size (claim (b)'s mechanism).",
     )
-    parser.add_argument("study")
-    parser.add_argument(
-        "--condition",
-        action="append",
-        metavar="NAME",
-        help="only this condition (repeatable)",
-    )
-    parser.add_argument("--data-dir")
-    parser.add_argument("--results-dir", default=schema.DEFAULT_RESULTS_DIR)
-    parser.add_argument("--seed", type=int, default=0)
+    cli.add_measuring_arguments(parser, schema.DEFAULT_RESULTS_DIR)
     parser.add_argument(
         "--batch-sizes",
         type=int,
@@ -112,8 +100,7 @@ def main(argv=None):
         _check(args)
         run(args, command)
     except (runner.SweepError, study_module.StudyError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return cli.fail(e)
     return 0
 
 
@@ -209,27 +196,14 @@ def run(args, command):
     import keras
     import keras_tuner
 
+    from tuning import run_checks
     from tuning import runner
     from tuning import training
 
     study = study_module.load_study(args.study)
-    out_dir = os.path.join(args.results_dir, study.results_name)
-    runs = records.read_csv(os.path.join(out_dir, schema.TRIALS_CSV))
-    if not runs:
-        raise runner.SweepError(
-            "Expected a study with rows in trials.csv. Received: "
-            f"results folder={out_dir!r}"
-        )
-    conditions = [
-        c
-        for c in study.conditions()
-        if not args.condition or c.name in args.condition
-    ]
-    if not conditions:
-        raise runner.SweepError(
-            "Expected conditions of the study. Received: "
-            f"condition={args.condition!r}"
-        )
+    out_dir, runs, conditions = run_checks.recorded_runs(
+        study, args.results_dir, args.condition
+    )
     backend = keras.backend.backend()
     rows = []
     for condition in conditions:

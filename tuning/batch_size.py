@@ -16,6 +16,7 @@ import collections
 import math
 
 from tuning import comparisons
+from tuning import records
 from tuning import result_rows
 from tuning import statistics
 
@@ -142,7 +143,7 @@ def without_diverged(by_size, protocol):
     if len(by_size) < 2:
         return None
     small, large = _extremes(by_size)
-    dropped = [r for r in small + large if r.get("diverged") == "True"]
+    dropped = [r for r in small + large if records.is_true(r.get("diverged"))]
     if not dropped:
         return None
     kept = {

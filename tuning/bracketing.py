@@ -372,25 +372,41 @@ def summarize(points):
             "above": None,
             "bracketed": False,
         }
-    b = best.learning_rate
-    ok = [p for p in points if p.status == "ok"]
-    below = _nearest_below(ok, b)
-    above = _nearest_above(ok, b)
-    below = None if below is None else b / below.learning_rate
-    above = None if above is None else above.learning_rate / b
+    return {"chosen": best.learning_rate, "score": best.score} | bracket_of(
+        points, best.learning_rate
+    )
+
+
+def bracket_of(points, learning_rate):
+    """How closely the `"ok"` points enclose a rate.
+
+    Args:
+        points: iterable of `Point`, the rates tried, in any order.
+        learning_rate: positive float, the rate (the one chosen).
+
+    Returns:
+        dict: `"below"` (float, the rate over its nearest `"ok"` neighbour
+        below, or `None`), `"above"` (the nearest `"ok"` neighbour above
+        over the rate, or `None`) and `"bracketed"` (bool: both exist and
+        are within a factor `BRACKET_FACTOR`).
+
+    Example:
+
+    >>> bracket_of([Point(0.5, "ok", 0.7), Point(1.0, "ok", 0.9)], 0.5)
+    {'below': None, 'above': 2.0, 'bracketed': False}
+    """
+    ok = [p for p in _sorted_points(points) if p.status == "ok"]
+    below = _nearest_below(ok, learning_rate)
+    above = _nearest_above(ok, learning_rate)
+    below = None if below is None else learning_rate / below.learning_rate
+    above = None if above is None else above.learning_rate / learning_rate
     bracketed = (
         below is not None
         and above is not None
         and _within_bracket(below)
         and _within_bracket(above)
     )
-    return {
-        "chosen": b,
-        "score": best.score,
-        "below": below,
-        "above": above,
-        "bracketed": bracketed,
-    }
+    return {"below": below, "above": above, "bracketed": bracketed}
 
 
 def _check_positive(name, number, value=None):

@@ -6,7 +6,7 @@ run (the bracketing table, the accuracies, the unbracketed cells);
 bracketed.
 """
 
-from tuning import schema
+from tuning import records
 from tuning import search
 
 
@@ -64,7 +64,7 @@ def log_results(state, summary, start):
     unbracketed = [
         {"condition": name, "arm": arm}
         for (name, arm), cell in state.cells.items()
-        if not schema._true(cell["bracketed"])
+        if not records.is_true(cell["bracketed"])
     ]
     if unbracketed:
         log(
@@ -98,7 +98,7 @@ def bracket_words(cell):
         + (f"above x{float(above):.2f}" if above else "nothing above")
         + (
             ", bracketed"
-            if schema._true(cell["bracketed"])
+            if records.is_true(cell["bracketed"])
             else ", NOT bracketed"
         )
     )

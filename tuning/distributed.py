@@ -24,6 +24,7 @@ import time
 import keras_tuner
 
 from tuning import oracles
+from tuning import patches
 
 TUNER_ENV = "KERASTUNER_TUNER_ID"
 ORACLE_IP_ENV = "KERASTUNER_ORACLE_IP"
@@ -133,7 +134,7 @@ class RecoveringOracleMixin:
         trial = self.ongoing_trials.pop(tuner_id, None)
         if trial is None:
             return None
-        self._retry_queue.append(trial.trial_id)
+        patches.requeue(self, trial.trial_id)
         self.tuner_ids.discard(tuner_id)
         self.save()
         return trial.trial_id

@@ -6,7 +6,7 @@
 Under protocol 2 with search seed 0, search trial `i` and seed rerun `i`
 of a cell train from the same seed; where the search chose trial `i`,
 rerun `i` is a bit-identical replay of the run that won the search on
-validation, not an independent seed (`schema.replays` finds them). For
+validation, not an independent seed (`replays.replaying_rows` finds them). For
 every such rerun this trains the chosen setting once more, from seed
 `study.RERUN_SEED_BASE + i` (the seed protocol 3 gives rerun `i`: apart
 from every search trial's and every other rerun's), evaluates it on test,
@@ -28,14 +28,12 @@ import shlex
 import sys
 import time
 
-# Before TensorFlow is imported (through the hypermodels `schema` names).
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
-
-from tuning import lock  # noqa: E402
-from tuning import records  # noqa: E402
-from tuning import schema  # noqa: E402
-from tuning import study as study_module  # noqa: E402
+from tuning import cli
+from tuning import lock
+from tuning import records
+from tuning import replays
+from tuning import schema
+from tuning import study as study_module
 
 
 class FreshSeedsError(ValueError):
@@ -94,8 +92,7 @@ def main(argv=None):
             else shlex.join(["python"] + sys.argv),
         )
     except (study_module.StudyError, FreshSeedsError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return cli.fail(e)
     return 0
 
 
@@ -140,7 +137,7 @@ def pending(study, out_dir, conditions=None, arms=None):
     }
     return [
         r
-        for r in schema.replays(runs, study.config())
+        for r in replays.replaying_rows(runs, study.config())
         if (conditions is None or r.get("condition", "") in conditions)
         and (arms is None or r["arm"] in arms)
         and (r.get("condition", ""), r["arm"], r["seed"]) not in done

@@ -38,18 +38,14 @@ import argparse
 import glob
 import json
 import os
-import shutil
 import sys
 
-# Before TensorFlow is imported (through the hypermodels `schema` names).
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
-
-from tuning import lock  # noqa: E402
-from tuning import records  # noqa: E402
-from tuning import schema  # noqa: E402
-from tuning import study as study_module  # noqa: E402
-from tuning import supersede  # noqa: E402
+from tuning import cli
+from tuning import lock
+from tuning import records
+from tuning import schema
+from tuning import study as study_module
+from tuning import supersede
 
 # The files that describe the whole folder: deleted when rows are added.
 STUDY_WIDE = (
@@ -58,13 +54,20 @@ STUDY_WIDE = (
     "pooled*.md",
     "*.png",
 )
-# What tells two runs of one seed apart when they measured the same thing.
-# The columns of a search trial or a seed run that say how fast, not what.
-CLOCKS = ("wall_time_s",)
+# What a seed run measured: two runs of one seed that did say the same.
 RUN_MEASURES = tuple(
     c
     for c in ("learning_rate", "search_trial_id", *schema.RUN_METRICS)
-    if c not in CLOCKS
+    if c not in schema.CLOCKS
+)
+# The files merged, in the order they are read: the runner's order of
+# writing, read the other way round (see the module doc).
+_FILES = (
+    schema.CELLS_CSV,
+    schema.SEARCH_TRIALS_CSV,
+    schema.SEARCH_PROGRESS_CSV,
+    schema.TRIALS_CSV,
+    schema.CURVES_CSV,
 )
 
 
@@ -112,6 +115,54 @@ def merge(study, source_dir, results_dir):
 
 
 def _merge(study, source, out_dir):
+    theirs_study = _check_study_files(study, source, out_dir)
+    theirs = {
+        name: records.read_csv(os.path.join(source, name)) for name in _FILES
+    }
+    ours = {
+        name: records.read_csv(os.path.join(out_dir, name)) for name in _FILES
+    }
+    _check_backends(ours[schema.TRIALS_CSV], theirs[schema.TRIALS_CSV])
+    to_copy = supersede.sets_missing(source, out_dir)
+    theirs = _without_set_aside(source, out_dir, ours, theirs, to_copy)
+    mine = {
+        name: schema.by_key(rows, *schema.ROW_KEYS[name])
+        for name, rows in ours.items()
+    }
+    other = {
+        name: schema.by_key(rows, *schema.ROW_KEYS[name])
+        for name, rows in theirs.items()
+    }
+    added = dict.fromkeys(_FILES, 0)
+    _merge_searches(mine, other, added, source)
+    changed_cells = _merge_cells(mine, other, added, source)
+    _merge_runs(mine, other, added, source)
+    _merge_progress(mine, other, added, source)
+
+    removed = []
+    if any(added.values()) or to_copy:
+        os.makedirs(out_dir, exist_ok=True)
+        # First the files that describe the whole folder, which no longer
+        # will: killed halfway, none of them is left to be taken for new.
+        removed = remove_study_wide(out_dir)
+        if records.read_json(os.path.join(out_dir, schema.STUDY_JSON)) is None:
+            records.write_json(
+                os.path.join(out_dir, schema.STUDY_JSON), theirs_study
+            )
+        for name in to_copy:
+            supersede.copy_set(source, out_dir, name)
+        _write(out_dir, study, mine)
+    return {
+        "added": added,
+        "cells": changed_cells,
+        "superseded": to_copy,
+        "removed": removed,
+    }
+
+
+def _check_study_files(study, source, out_dir):
+    """Both folders' `study.json` match the study as it reads now; returns
+    the source's."""
     theirs_study = records.read_json(os.path.join(source, schema.STUDY_JSON))
     ours_study = records.read_json(os.path.join(out_dir, schema.STUDY_JSON))
     if theirs_study is None:
@@ -131,29 +182,19 @@ def _merge(study, source, out_dir):
                 f"{study.results_name!r} as it reads now): they cannot be "
                 f"merged. Received: study={study.results_name!r}"
             )
-    # The runner's order of writing, read the other way round (see the
-    # module doc).
-    theirs = {}
-    for name in (
-        schema.CELLS_CSV,
-        schema.SEARCH_TRIALS_CSV,
-        schema.SEARCH_PROGRESS_CSV,
-        schema.TRIALS_CSV,
-        schema.CURVES_CSV,
-    ):
-        theirs[name] = records.read_csv(os.path.join(source, name))
-    ours = {
-        name: records.read_csv(os.path.join(out_dir, name)) for name in theirs
-    }
-    _check_backends(ours[schema.TRIALS_CSV], theirs[schema.TRIALS_CSV])
-    # Rows either folder set aside do not come back (nor do their copies,
-    # left in the other folder by a share that ran before the setting
-    # aside); and a set copied from the source must not leave its rows
-    # here.
-    to_copy = _superseded_to_copy(source, out_dir)
-    set_aside = _set_aside_rows(out_dir, None) | _set_aside_rows(source, None)
+    return theirs_study
+
+
+def _without_set_aside(source, out_dir, ours, theirs, to_copy):
+    """The source's rows less those either folder set aside (and their
+    copies, left in the other folder by a share that ran before the
+    setting aside); refuses a set copied from the source whose rows are
+    still here."""
+    set_aside = supersede.set_aside_rows(out_dir) | supersede.set_aside_rows(
+        source
+    )
     for name in to_copy:
-        still = _set_aside_rows(source, name) & _fingerprints(ours)
+        still = supersede.set_aside_rows(source, name) & _fingerprints(ours)
         if still:
             raise MergeError(
                 f"{source} set aside its rows as {name!r} "
@@ -162,70 +203,67 @@ def _merge(study, source, out_dir):
                 "(`python -m tuning.supersede`), then merge. Received: "
                 f"superseded={name!r}"
             )
-    theirs = {
-        name: [r for r in rows if _fingerprint(name, r) not in set_aside]
+    return {
+        name: [
+            r for r in rows if schema.row_fingerprint(name, r) not in set_aside
+        ]
         for name, rows in theirs.items()
     }
 
-    cells = _by(ours[schema.CELLS_CSV], "condition", "arm")
-    cells_theirs = _by(theirs[schema.CELLS_CSV], "condition", "arm")
-    search = _by(ours[schema.SEARCH_TRIALS_CSV], "condition", "arm", "trial_id")
-    search_theirs = _by(
-        theirs[schema.SEARCH_TRIALS_CSV], "condition", "arm", "trial_id"
-    )
-    runs = _by(ours[schema.TRIALS_CSV], "condition", "arm", "seed")
-    runs_theirs = _by(theirs[schema.TRIALS_CSV], "condition", "arm", "seed")
-    curves = _by(ours[schema.CURVES_CSV], "condition", "arm", "seed", "epoch")
-    curves_theirs = _by(
-        theirs[schema.CURVES_CSV], "condition", "arm", "seed", "epoch"
-    )
-    progress = _by(
-        ours[schema.SEARCH_PROGRESS_CSV], "condition", "arm", "trial_id"
-    )
-    progress_theirs = _by(
-        theirs[schema.SEARCH_PROGRESS_CSV], "condition", "arm", "trial_id"
-    )
 
-    added = dict.fromkeys(theirs, 0)
-    # Searches: a cell searched on both sides must have the same trials.
+def _merge_searches(mine, other, added, source):
+    """A cell searched on both sides must have the same trials."""
+    search = mine[schema.SEARCH_TRIALS_CSV]
+    search_theirs = other[schema.SEARCH_TRIALS_CSV]
     for cell in sorted(
         {k[:2] for k in search_theirs} & {k[:2] for k in search}
     ):
-        mine = {k: r for k, r in search.items() if k[:2] == cell}
-        other = {k: r for k, r in search_theirs.items() if k[:2] == cell}
-        if _measured(mine) != _measured(other):
+        here = {k: r for k, r in search.items() if k[:2] == cell}
+        there = {k: r for k, r in search_theirs.items() if k[:2] == cell}
+        if _measured(here) != _measured(there):
             raise MergeError(
                 f"cell {_name(cell)} was searched in both folders with "
                 "different trials; merge one share of it only. Received: "
-                f"{len(mine)} trials here, {len(other)} in {source}"
+                f"{len(here)} trials here, {len(there)} in {source}"
             )
     for key, row in search_theirs.items():
         if key not in search:
             search[key] = row
             added[schema.SEARCH_TRIALS_CSV] += 1
-    # Cells: the same choice on both sides; the row with more seeds wins.
-    changed_cells = []
-    for key, row in cells_theirs.items():
-        mine = cells.get(key)
-        if mine is not None and not _same_choice(mine, row):
+
+
+def _merge_cells(mine, other, added, source):
+    """The same choice on both sides; the row with more seeds wins.
+    Returns the cells whose row was added or replaced."""
+    cells = mine[schema.CELLS_CSV]
+    changed = []
+    for key, row in other[schema.CELLS_CSV].items():
+        here = cells.get(key)
+        if here is not None and not _same_choice(here, row):
             raise MergeError(
-                f"cell {_name(key)} chose trial {mine['chosen_trial_id']} "
+                f"cell {_name(key)} chose trial {here['chosen_trial_id']} "
                 f"here and trial {row['chosen_trial_id']} in {source}. "
                 f"Received: cell={_name(key)!r}"
             )
-        if mine is None or _seeds(row) > _seeds(mine):
+        if here is None or _seeds(row) > _seeds(here):
             cells[key] = row
-            changed_cells.append(key)
+            changed.append(key)
             added[schema.CELLS_CSV] += 1
-    # Seed runs, each with its own curves, each of its cell's choice.
-    for key, row in runs_theirs.items():
-        mine = runs.get(key)
-        if mine is not None:
-            if _run_measures(mine) != _run_measures(row):
+    return changed
+
+
+def _merge_runs(mine, other, added, source):
+    """Seed runs, each with its own curves, each of its cell's choice."""
+    runs, curves = mine[schema.TRIALS_CSV], mine[schema.CURVES_CSV]
+    curves_theirs = other[schema.CURVES_CSV]
+    for key, row in other[schema.TRIALS_CSV].items():
+        here = runs.get(key)
+        if here is not None:
+            if _run_measures(here) != _run_measures(row):
                 raise MergeError(
                     f"seed {key[2]} of cell {_name(key[:2])} has different "
                     f"results here and in {source} (test_accuracy "
-                    f"{mine.get('test_accuracy')} and "
+                    f"{here.get('test_accuracy')} and "
                     f"{row.get('test_accuracy')}). Received: "
                     f"seed={key[2]!r}"
                 )
@@ -235,7 +273,7 @@ def _merge(study, source, out_dir):
             # Caught between two writes of a running source: the next
             # merge takes it.
             continue
-        cell = cells.get(key[:2])
+        cell = mine[schema.CELLS_CSV].get(key[:2])
         if cell is not None and not _same_trial(
             row.get("search_trial_id"), cell["chosen_trial_id"]
         ):
@@ -251,47 +289,26 @@ def _merge(study, source, out_dir):
             curves.pop(k)
         curves.update(own_curves)
         added[schema.CURVES_CSV] += len(own_curves)
-    # Searches going on: their ended trials, unless the cell is searched.
-    for key, row in progress_theirs.items():
+
+
+def _merge_progress(mine, other, added, source):
+    """Searches going on: their ended trials, unless the cell is searched."""
+    cells, progress = mine[schema.CELLS_CSV], mine[schema.SEARCH_PROGRESS_CSV]
+    for key, row in other[schema.SEARCH_PROGRESS_CSV].items():
         if key[:2] in cells:
             continue
-        mine = progress.get(key)
-        if mine is not None and _measured({0: mine}) != _measured({0: row}):
+        here = progress.get(key)
+        if here is not None and _measured({0: here}) != _measured({0: row}):
             raise MergeError(
                 f"trial {key[2]} of the search of cell {_name(key[:2])} "
                 f"ended differently here and in {source}; merge one share "
                 f"of it only. Received: trial_id={key[2]!r}"
             )
-        if mine is None:
+        if here is None:
             progress[key] = row
             added[schema.SEARCH_PROGRESS_CSV] += 1
-    progress = {k: r for k, r in progress.items() if k[:2] not in cells}
-
-    removed = []
-    if any(added.values()) or to_copy:
-        os.makedirs(out_dir, exist_ok=True)
-        # First the files that describe the whole folder, which no longer
-        # will: killed halfway, none of them is left to be taken for new.
-        removed = remove_study_wide(out_dir)
-        if ours_study is None:
-            records.write_json(
-                os.path.join(out_dir, schema.STUDY_JSON), theirs_study
-            )
-        for name in to_copy:
-            dest = os.path.join(out_dir, supersede.SUPERSEDED_DIR, name)
-            partial = dest + ".merging"
-            if os.path.exists(partial):
-                shutil.rmtree(partial)
-            shutil.copytree(
-                os.path.join(source, supersede.SUPERSEDED_DIR, name), partial
-            )
-            os.replace(partial, dest)
-        _write(out_dir, study, runs, curves, search, cells, progress)
-    return {
-        "added": added,
-        "cells": changed_cells,
-        "superseded": to_copy,
-        "removed": removed,
+    mine[schema.SEARCH_PROGRESS_CSV] = {
+        k: r for k, r in progress.items() if k[:2] not in cells
     }
 
 
@@ -310,126 +327,47 @@ def remove_study_wide(out_dir):
     return removed
 
 
-def _write(out_dir, study, runs, curves, search, cells, progress):
-    """Writes the merged rows in the runner's order of writing: a seed's
-    curves before its row, a cell's search trials before its row."""
-
-    def path(name):
-        return os.path.join(out_dir, name)
-
-    records.write_csv(
-        path(schema.CURVES_CSV),
-        schema.curve_columns(study),
-        schema.ordered(study, curves.values(), "seed", "epoch"),
-    )
-    records.write_csv(
-        path(schema.TRIALS_CSV),
-        schema.run_columns(study),
-        schema.ordered(study, runs.values(), "seed"),
-    )
-    records.write_csv(
-        path(schema.SEARCH_TRIALS_CSV),
-        schema.search_columns(study),
-        schema.ordered(study, search.values(), "trial_id"),
-    )
-    records.write_csv(
-        path(schema.CELLS_CSV),
-        schema.cell_columns(study),
-        schema.ordered(study, cells.values()),
-    )
+def _write(out_dir, study, rows):
+    """Writes the merged rows (`rows`: file name to rows by key) in the
+    runner's order of writing: a seed's curves before its row, a cell's
+    search trials before its row."""
+    for name in (
+        schema.CURVES_CSV,
+        schema.TRIALS_CSV,
+        schema.SEARCH_TRIALS_CSV,
+        schema.CELLS_CSV,
+    ):
+        schema.write_rows(out_dir, study, name, rows[name].values())
+    progress = rows[schema.SEARCH_PROGRESS_CSV]
     if progress:
-        records.write_csv(
-            path(schema.SEARCH_PROGRESS_CSV),
-            schema.search_columns(study),
-            schema.ordered(study, progress.values(), "trial_id"),
+        schema.write_rows(
+            out_dir, study, schema.SEARCH_PROGRESS_CSV, progress.values()
         )
-    elif os.path.exists(path(schema.SEARCH_PROGRESS_CSV)):
-        os.remove(path(schema.SEARCH_PROGRESS_CSV))
-
-
-def _by(rows, *keys):
-    """`rows` by the values of `keys`; trial ids, seeds and epochs as
-    counters ("07" is 7)."""
-    out = {}
-    for r in rows:
-        key = tuple(
-            int(r[k]) if k in ("trial_id", "seed", "epoch") else r.get(k, "")
-            for k in keys
-        )
-        out[key] = r
-    return out
+    elif os.path.exists(os.path.join(out_dir, schema.SEARCH_PROGRESS_CSV)):
+        os.remove(os.path.join(out_dir, schema.SEARCH_PROGRESS_CSV))
 
 
 def _measured(rows):
     """Search trials by key, less the columns that are clocks (trial ids as
     counters): two runs of one search that measured the same say the
     same."""
-    return {k: _without_clocks(r) for k, r in rows.items()}
-
-
-def _without_clocks(row):
-    out = {c: v for c, v in row.items() if c not in CLOCKS}
-    for c in ("trial_id", "search_trial_id"):
-        if out.get(c):
-            out[c] = str(int(out[c]))
-    return out
+    return {k: schema.without_clocks(r) for k, r in rows.items()}
 
 
 def _run_measures(row):
-    return {c: _without_clocks(row).get(c) for c in RUN_MEASURES}
+    return {c: schema.without_clocks(row).get(c) for c in RUN_MEASURES}
 
 
 def _same_trial(a, b):
     return bool(a) and bool(b) and int(a) == int(b)
 
 
-# The keys of a row, by file, and what identifies its content.
-_KEYS = {
-    schema.CELLS_CSV: ("condition", "arm"),
-    schema.SEARCH_TRIALS_CSV: ("condition", "arm", "trial_id"),
-    schema.SEARCH_PROGRESS_CSV: ("condition", "arm", "trial_id"),
-    schema.TRIALS_CSV: ("condition", "arm", "seed"),
-    schema.CURVES_CSV: ("condition", "arm", "seed", "epoch"),
-}
-
-
-def _fingerprint(name, row):
-    """A row as a hashable value, clocks left out: a file name and the
-    sorted items."""
-    return (name, tuple(sorted(_without_clocks(row).items())))
-
-
 def _fingerprints(files):
-    return {_fingerprint(name, r) for name, rows in files.items() for r in rows}
-
-
-def _set_aside_rows(folder, name):
-    """The fingerprints of the rows in `folder`'s `superseded/` sets (only
-    set `name` if given). A search trial set aside counts for
-    `search_progress.csv` too."""
-    base = os.path.join(folder, supersede.SUPERSEDED_DIR)
-    names = (
-        [name]
-        if name
-        else (sorted(os.listdir(base)) if os.path.isdir(base) else [])
-    )
-    out = set()
-    for set_name in names:
-        where = os.path.join(base, set_name)
-        for file_name in _KEYS:
-            for r in records.read_csv(os.path.join(where, file_name)):
-                out.add(_fingerprint(file_name, r))
-                if file_name in (
-                    schema.SEARCH_TRIALS_CSV,
-                    schema.SEARCH_PROGRESS_CSV,
-                ):
-                    other = (
-                        schema.SEARCH_PROGRESS_CSV
-                        if file_name == schema.SEARCH_TRIALS_CSV
-                        else schema.SEARCH_TRIALS_CSV
-                    )
-                    out.add(_fingerprint(other, r))
-    return out
+    return {
+        schema.row_fingerprint(name, r)
+        for name, rows in files.items()
+        for r in rows
+    }
 
 
 def _same_choice(a, b):
@@ -459,21 +397,6 @@ def _check_backends(ours, theirs):
         )
 
 
-def _superseded_to_copy(source, out_dir):
-    """The `superseded/` sets of `source` that `out_dir` lacks."""
-    where = os.path.join(source, supersede.SUPERSEDED_DIR)
-    if not os.path.isdir(where):
-        return []
-    return sorted(
-        name
-        for name in os.listdir(where)
-        if os.path.isdir(os.path.join(where, name))
-        and not os.path.exists(
-            os.path.join(out_dir, supersede.SUPERSEDED_DIR, name)
-        )
-    )
-
-
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
     parser = argparse.ArgumentParser(
@@ -491,9 +414,7 @@ def main(argv=None):
         metavar="DIR",
         help="the results folder (holding <study>/) to merge from",
     )
-    size = parser.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true")
-    size.add_argument("--full", action="store_true")
+    cli.add_study_size(parser)
     parser.add_argument(
         "--results-dir",
         default=schema.DEFAULT_RESULTS_DIR,
@@ -506,8 +427,7 @@ def main(argv=None):
         )
         record = merge(study, args.source, args.results_dir)
     except (study_module.StudyError, MergeError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return cli.fail(e)
     added = ", ".join(f"{n} {f}" for f, n in record["added"].items() if n)
     if not added and not record["superseded"]:
         print(f"nothing to merge: {args.results_dir} has every row already")

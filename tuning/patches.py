@@ -1,4 +1,4 @@
-"""Every patch of a KerasTuner private, in one place, behind a version guard.
+"""Every use of a KerasTuner private, in one place, behind a version guard.
 
 KerasTuner 1.4.8 writes `oracle.json`, `tuner0.json` and every `trial.json`
 in place (`keras_tuner.src.utils.save_json`, which every one of its writers
@@ -8,9 +8,14 @@ empty or truncated file that the next run cannot reload.
 and `os.replace`, so a file is always either the old or the new state.
 Remote paths (`gs://...`) keep KerasTuner's own writer.
 
+`requeue` hands a trial an oracle has given out back to its retry queue,
+which `create_trial` serves first: what KerasTuner's own `Oracle.reload`
+does to every ongoing trial when a chief restarts, for one trial. The
+oracle has no public way to do it.
+
 The patch is applied only to the KerasTuner versions it was written for
 (`PATCHED_VERSIONS`); on another version it is left out with a warning, and
-KerasTuner's own writer stays.
+KerasTuner's own writer stays. `requeue` refuses another version.
 """
 
 import json
@@ -60,3 +65,22 @@ def atomic_keras_tuner_writes():
     save_json._atomic = True
     kt_utils.save_json = save_json
     return True
+
+
+def requeue(oracle, trial_id):
+    """Puts trial `trial_id` back in `oracle`'s retry queue (the caller
+    takes it out of `oracle.ongoing_trials` and saves the oracle).
+
+    Raises:
+        RuntimeError: on a KerasTuner version `PATCHED_VERSIONS` does not
+            name (its oracle may keep the queue elsewhere).
+    """
+    import keras_tuner
+
+    if not keras_tuner_is_patchable():
+        raise RuntimeError(
+            f"KerasTuner {keras_tuner.__version__} is not one of the "
+            f"versions {PATCHED_VERSIONS} whose oracle's retry queue this "
+            "project knows; a trial cannot be handed back."
+        )
+    oracle._retry_queue.append(trial_id)

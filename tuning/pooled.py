@@ -8,7 +8,7 @@ question across them: over the conditions of one or more finished studies
 (their `trials.csv` and `summary.json`), what is our arm's test accuracy
 minus each comparator's on average, and do the conditions agree? Each
 condition gives one Welch difference of means with its standard error
-(`statistics.welch` on the seeds); `statistics.pooled` combines them with
+(`statistics.welch` on the seeds); `meta_analysis.random_effects` combines them with
 DerSimonian–Laird random effects and a Hartung–Knapp interval, and reports
 Cochran's Q, I² and tau.
 
@@ -30,9 +30,10 @@ import math
 import os
 import sys
 
+from tuning import cli
 from tuning import comparisons
 from tuning import markdown
-from tuning import records
+from tuning import meta_analysis
 from tuning import result_rows
 from tuning import schema
 from tuning import statistics
@@ -72,13 +73,8 @@ def main(argv=None):
         ]
         text = render(studies, by=tuple(args.by))
     except PooledError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    if args.out:
-        records.write_atomic(args.out, text)
-        print(f"wrote {args.out}")
-    else:
-        sys.stdout.write(text)
+        return cli.fail(e)
+    cli.emit(text, args.out)
     return 0
 
 
@@ -153,7 +149,7 @@ def condition_differences(studies, by=()):
 
 
 def pool(differences):
-    """`statistics.pooled` of each (group, arm, comparator).
+    """`meta_analysis.random_effects` of each (group, arm, comparator).
 
     Args:
         differences: list of dicts from `condition_differences`.
@@ -161,7 +157,7 @@ def pool(differences):
     Returns:
         list of dicts: `group`, `arm`, `comparator`, `conditions` (the
         differences pooled), `left_out` (int, conditions without a usable
-        standard error) and the keys of `statistics.pooled`, in first-seen
+        standard error) and the keys of `meta_analysis.random_effects`, in first-seen
         order.
     """
     keys = result_rows.ordered_unique(
@@ -176,7 +172,7 @@ def pool(differences):
             == (group, arm, comparator)
         ]
         usable = [d for d in rows if _usable(d["se"])]
-        result = statistics.pooled(
+        result = meta_analysis.random_effects(
             [d["diff"] for d in usable], [d["se"] for d in usable], CONFIDENCE
         )
         pooled.append(

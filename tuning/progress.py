@@ -21,14 +21,11 @@ import math
 import os
 import sys
 
-# Before TensorFlow is imported (through the hypermodels `schema` names).
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
-
-from tuning import records  # noqa: E402
-from tuning import schema  # noqa: E402
-from tuning import study as study_module  # noqa: E402
-from tuning import supersede  # noqa: E402
+from tuning import cli
+from tuning import records
+from tuning import schema
+from tuning import study as study_module
+from tuning import supersede
 
 DONE = "done"
 NOT_STARTED = "-"
@@ -40,9 +37,7 @@ def main(argv=None):
         description="Prints how far a study has got, from its result files.",
     )
     parser.add_argument("study", help="a study name or a .toml path")
-    size = parser.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true")
-    size.add_argument("--full", action="store_true")
+    cli.add_study_size(parser)
     parser.add_argument(
         "--seeds",
         type=int,
@@ -58,8 +53,7 @@ def main(argv=None):
             args.study, quick=args.quick, full=args.full
         )
     except study_module.StudyError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return cli.fail(e)
     out_dir = os.path.join(args.results_dir, study.results_name)
     sys.stdout.write(
         render(

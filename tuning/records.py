@@ -10,6 +10,7 @@ comes from `tuning.provenance`, shared with the benchmarks.
 import csv
 import io
 import json
+import math
 import os
 
 from keras_affine_div._files import write_atomic
@@ -56,3 +57,28 @@ def _cell(value):
     if isinstance(value, (list, tuple)):
         return " ".join(str(v) for v in value)
     return value
+
+
+# Reading the cells back: every CSV cell is a string.
+
+
+def is_true(value):
+    """Whether a cell holds a true boolean (`"True"`, as `write_csv`
+    writes `True`; also `"true"`, `"1"`, `"1.0"`, `"yes"`)."""
+    return str(value).strip().lower() in ("true", "1", "1.0", "yes")
+
+
+def is_finite(value):
+    """Whether a cell holds a finite number (`False` for `""`, `"nan"`,
+    `"inf"` or text)."""
+    try:
+        return math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def float_or_none(row, key):
+    """`row[key]` as a float, `None` where the row or the cell is empty."""
+    if not row or row.get(key) in (None, ""):
+        return None
+    return float(row[key])

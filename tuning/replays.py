@@ -3,15 +3,42 @@ chosen trial, and the verdicts with fresh seeds in their place.
 
 Under protocol 2 a seed rerun that trains from the chosen search trial's
 seed replays the run that won the search on validation, bit for bit
-(`schema.replays`); `python -m tuning.fresh_seeds` trains a fresh seed for
+(`replaying_rows`); `python -m tuning.fresh_seeds` trains a fresh seed for
 each (`fresh_seeds.csv`). Pure functions of the rows;
 `tuning.report_seeds` renders them.
 """
 
 from tuning import comparisons
 from tuning import result_rows
-from tuning import schema
 from tuning import study as study_module
+
+
+def replaying_rows(runs, config):
+    """The rows of `trials.csv` that replay their cell's chosen search trial.
+
+    A rerun replays it when it trained from the chosen trial's seed (its
+    learning rate is the chosen one by construction): under protocol 2 with
+    search seed 0, rerun `i` of a cell whose search chose trial `i`.
+
+    Args:
+        runs: the rows of `trials.csv` (dicts of str).
+        config: the study's config (`summary.json`'s `config`, or
+            `Study.config()`).
+
+    Returns:
+        list: the replaying rows, in the order of `runs`.
+    """
+    protocol = config.get("protocol", study_module.DEFAULT_PROTOCOL)
+    search_seed = (config.get("search") or {}).get("seed")
+    if search_seed is None:
+        return []
+    return [
+        r
+        for r in runs
+        if str(r.get("search_trial_id", "")).strip().isdigit()
+        and study_module.rerun_seed(protocol, r["seed"])
+        == study_module.trial_seed(search_seed, r["search_trial_id"])
+    ]
 
 
 def _cell(row):
@@ -42,7 +69,7 @@ def seed_use(runs, summary, fresh):
     if search_seed is None:
         return None
     version = config.get("protocol", study_module.DEFAULT_PROTOCOL)
-    replayed = {_cell(r): r for r in schema.replays(runs, config)}
+    replayed = {_cell(r): r for r in replaying_rows(runs, config)}
     fresh = {_cell(r): r for r in fresh}
     cells = []
     for cell in result_rows.ordered_unique(_cell(r) for r in runs):
@@ -89,7 +116,7 @@ def fresh_seed_verdicts(runs, summary, fresh, cells):
         `cells`, `(as run, with fresh seeds)` (`[]` without fresh seeds);
         `None` for a study with no replayed rerun or no comparison.
     """
-    replayed = schema.replays(runs, summary.get("config") or {})
+    replayed = replaying_rows(runs, summary.get("config") or {})
     if not replayed or not cells:
         return None
     if not fresh:

@@ -50,10 +50,12 @@ import math
 import os
 import sys
 
+from tuning import cli
 from tuning import comparisons
 from tuning import markdown
 from tuning import records
 from tuning import repeated_searches
+from tuning import replays
 from tuning import report_batch_size
 from tuning import report_seeds
 from tuning import report_tables
@@ -87,8 +89,7 @@ def main(argv=None):
     try:
         path = write_report(os.path.join(args.results_dir, args.study))
     except result_rows.ReportError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return cli.fail(e)
     print(f"wrote {path}")
     return 0
 
@@ -242,7 +243,7 @@ def _render_selection(runs, search, summary, fresh, selects):
     lines += report_seeds.seeds_section(
         runs, summary, fresh, metric="val_accuracy"
     )
-    replayed = schema.replays(runs, summary.get("config") or {})
+    replayed = replays.replaying_rows(runs, summary.get("config") or {})
     if replayed:
         lines += [
             f"{len(replayed)} of the reruns above replay their search's "

@@ -9,6 +9,7 @@ numbers come from `tuning.comparisons` and the rows (`tuning.result_rows`).
 from tuning import comparisons
 from tuning import markdown
 from tuning import outcomes
+from tuning import records
 from tuning import result_rows
 from tuning import statistics
 
@@ -228,7 +229,7 @@ def bracket_cells(row):
     return (
         f"/{float(below):.2f}" if below else "none",
         f"x{float(above):.2f}" if above else "none",
-        "yes" if row["bracketed"] == "True" else "no",
+        "yes" if records.is_true(row["bracketed"]) else "no",
     )
 
 

@@ -15,7 +15,6 @@ import numbers
 import os
 import time
 
-from tuning import provenance
 from tuning import records
 from tuning import schema
 from tuning.console import log
@@ -79,7 +78,7 @@ class ResultsState:
         return (
             self.study.search["max_trials"] > budget
             and int(cell["search_trials"]) >= budget
-            and not schema._true(cell["bracketed"])
+            and not records.is_true(cell["bracketed"])
         )
 
     def rows_of(self, name, arm):
@@ -126,10 +125,11 @@ class ResultsState:
     def _write_progress(self):
         path = self._path(schema.SEARCH_PROGRESS_CSV)
         if self.progress:
-            records.write_csv(
-                path,
-                schema.search_columns(self.study),
-                schema.ordered(self.study, self.progress, "trial_id"),
+            schema.write_rows(
+                self.out_dir,
+                self.study,
+                schema.SEARCH_PROGRESS_CSV,
+                self.progress,
             )
         elif os.path.exists(path):
             os.remove(path)
@@ -202,10 +202,8 @@ class ResultsState:
                 "git_dirty": git[1],
             }.items()
         }
-        records.write_csv(
-            self._path(schema.SEARCH_TRIALS_CSV),
-            schema.search_columns(self.study),
-            schema.ordered(self.study, self.search_rows, "trial_id"),
+        schema.write_rows(
+            self.out_dir, self.study, schema.SEARCH_TRIALS_CSV, self.search_rows
         )
         self._write_cells()
         # Last: until the cell's row is in `cells.csv`, its progress rows
@@ -232,10 +230,8 @@ class ResultsState:
                 **schema.condition_cells(self.study, condition),
             )
         # Curves first: a row in trials.csv means the run is complete.
-        records.write_csv(
-            self._path(schema.CURVES_CSV),
-            schema.curve_columns(self.study),
-            self.curves.values(),
+        schema.write_rows(
+            self.out_dir, self.study, schema.CURVES_CSV, self.curves.values()
         )
         self.runs[key] = {
             k: _cell(v)
@@ -322,52 +318,34 @@ class ResultsState:
         os.makedirs(dest)
         # First the copies, then the originals: killed halfway, nothing is
         # lost (and the seeds, still in `trials.csv`, are set aside again).
-        records.write_csv(
-            os.path.join(dest, schema.TRIALS_CSV),
-            schema.run_columns(self.study),
-            stale,
-        )
-        records.write_csv(
-            os.path.join(dest, schema.CURVES_CSV),
-            schema.curve_columns(self.study),
-            curves,
-        )
+        schema.write_rows(dest, self.study, schema.TRIALS_CSV, stale)
+        schema.write_rows(dest, self.study, schema.CURVES_CSV, curves)
         old = stale[0]
-        commit, dirty = provenance.git_state()
-        records.write_json(
-            os.path.join(dest, supersede.SUPERSEDED_JSON),
-            {
-                "study": self.study.results_name,
-                "arms": [arm],
-                "condition": name,
-                "reason": (
-                    f"The search was reopened with max_trials "
-                    f"{self.study.search['max_trials']} and chose trial "
-                    f"{chosen['trial_id']} (learning_rate "
-                    f"{chosen[schema.LEARNING_RATE]}), not trial "
-                    f"{old['search_trial_id']} (learning_rate "
-                    f"{old[schema.LEARNING_RATE]}) that these seeds were "
-                    "retrained from; the seeds run again at the new choice."
-                ),
-                "superseded_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                "git_commit": commit,
-                "git_dirty": dirty,
-                "command": "",
-                "rows": {
-                    schema.TRIALS_CSV: len(stale),
-                    schema.CURVES_CSV: len(curves),
-                },
-                "study_wide_files": [],
+        supersede.write_record(
+            dest,
+            self.study,
+            [arm],
+            (
+                f"The search was reopened with max_trials "
+                f"{self.study.search['max_trials']} and chose trial "
+                f"{chosen['trial_id']} (learning_rate "
+                f"{chosen[schema.LEARNING_RATE]}), not trial "
+                f"{old['search_trial_id']} (learning_rate "
+                f"{old[schema.LEARNING_RATE]}) that these seeds were "
+                "retrained from; the seeds run again at the new choice."
+            ),
+            rows={
+                schema.TRIALS_CSV: len(stale),
+                schema.CURVES_CSV: len(curves),
             },
+            condition=name,
         )
         for key in keys:
             self.runs.pop(key)
         for key in [k for k in self.curves if k[:3] in keys]:
             self.curves.pop(key)
-        records.write_csv(
-            self._path(schema.CURVES_CSV),
-            schema.curve_columns(self.study),
-            self.curves.values(),
+        schema.write_rows(
+            self.out_dir, self.study, schema.CURVES_CSV, self.curves.values()
         )
         self._write_runs()
         cell = self.cells[name, arm]
@@ -378,10 +356,8 @@ class ResultsState:
         return os.path.relpath(dest, self.out_dir)
 
     def _write_runs(self):
-        records.write_csv(
-            self._path(schema.TRIALS_CSV),
-            schema.run_columns(self.study),
-            schema.ordered(self.study, self.runs.values(), "seed"),
+        schema.write_rows(
+            self.out_dir, self.study, schema.TRIALS_CSV, self.runs.values()
         )
 
     def record_seeds(self, condition, arm, seeds, wall_time):
@@ -395,10 +371,8 @@ class ResultsState:
         self._write_cells()
 
     def _write_cells(self):
-        records.write_csv(
-            self._path(schema.CELLS_CSV),
-            schema.cell_columns(self.study),
-            schema.ordered(self.study, self.cells.values()),
+        schema.write_rows(
+            self.out_dir, self.study, schema.CELLS_CSV, self.cells.values()
         )
 
 

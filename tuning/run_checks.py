@@ -3,7 +3,9 @@
 `distributed_role` is the process' part in a distributed search;
 `check_share` refuses a share of the study (`--arms`, `--conditions`)
 that cannot run; `check_same_study` refuses to resume results that
-another study, an older runner or another backend wrote.
+another study, an older runner or another backend wrote; `recorded_runs`
+is what the tools that measure a finished study's networks again
+(`tuning.divergence`, `tuning.alignment`) start from.
 """
 
 import os
@@ -105,3 +107,40 @@ def check_same_study(study, runs_dir, out_dir, backend):
             f"{summary.get('backend')} backend; set KERAS_BACKEND to it or "
             f"pass --overwrite. Received: backend={backend!r}"
         )
+
+
+def recorded_runs(study, results_dir, condition_names=None):
+    """The rows of a study's `trials.csv` and the conditions to measure.
+
+    Args:
+        study: a `Study`.
+        results_dir: the results folder holding `<study>/`.
+        condition_names: the names of the conditions to keep, or `None`
+            (or empty) for all of them.
+
+    Returns:
+        tuple: `(out_dir, runs, conditions)`, the study's results folder,
+        the rows of its `trials.csv` and its `Condition`s selected.
+
+    Raises:
+        SweepError: for a study with no rows, or a selection that names no
+            condition of it.
+    """
+    out_dir = os.path.join(results_dir, study.results_name)
+    runs = records.read_csv(os.path.join(out_dir, schema.TRIALS_CSV))
+    if not runs:
+        raise SweepError(
+            "Expected a study with rows in trials.csv. Received: "
+            f"results folder={out_dir!r}"
+        )
+    conditions = [
+        c
+        for c in study.conditions()
+        if not condition_names or c.name in condition_names
+    ]
+    if not conditions:
+        raise SweepError(
+            "Expected conditions of the study. Received: "
+            f"condition={condition_names!r}"
+        )
+    return out_dir, runs, conditions

@@ -36,6 +36,7 @@ from tuning import provenance
 from tuning import records
 from tuning import reruns
 from tuning import run_checks
+from tuning import run_summary
 from tuning import schema
 from tuning import search
 from tuning.console import bracket_words
@@ -375,7 +376,7 @@ def _finish(sitting):
         conditions=[c.name for c in conditions] if study.grid else None,
         metric="val_accuracy" if study.selects else "test_accuracy",
     )
-    summary = schema.summary(
+    summary = run_summary.summary(
         study,
         sitting.datas,
         sitting.backend,

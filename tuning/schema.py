@@ -1,4 +1,4 @@
-"""The result files of a study: their names, columns, rows and summary.
+"""The result files of a study: their names, columns and rows.
 
 One place for what `tuning.runner` writes and `tuning.report`,
 `tuning.plots` and `tuning.divergence` read, in `tuning/results/<study>/`:
@@ -16,7 +16,8 @@ One place for what `tuning.runner` writes and `tuning.report`,
 - `curves.csv`: the per-epoch metrics of the reruns;
 - `study.json`: the study as it was run (what may not change on resume);
 - `summary.json`: the study's config, data, backend, versions, commit and
-  command, and per cell the accuracies over seeds.
+  command, and per cell the accuracies over seeds (`tuning.run_summary`
+  builds it).
 
 A cell is *searched* once it has a row in `cells.csv`, and *done* once
 `trials.csv` holds every seed of it: a run resumes from these files alone,
@@ -27,8 +28,6 @@ included.
 import json
 import math
 import os
-import statistics
-import time
 
 from keras_affine_div import hypermodels
 from keras_affine_div import models
@@ -103,6 +102,16 @@ CELL_COLUMNS = (
     "git_commit",
     "git_dirty",
 )
+# The columns of a search trial or a seed run that say how fast, not what.
+CLOCKS = ("wall_time_s",)
+# The key of a row, by file: what no two rows of the file share.
+ROW_KEYS = {
+    CELLS_CSV: ("condition", "arm"),
+    SEARCH_TRIALS_CSV: ("condition", "arm", "trial_id"),
+    SEARCH_PROGRESS_CSV: ("condition", "arm", "trial_id"),
+    TRIALS_CSV: ("condition", "arm", "seed"),
+    CURVES_CSV: ("condition", "arm", "seed", "epoch"),
+}
 # What a condition can change of the data: one load per distinct value.
 DATA_KEYS = ("dataset", "train_samples", "val_samples", "test_samples")
 
@@ -200,6 +209,16 @@ def run_columns(study):
 # Search trials.
 
 
+# The columns of each file whose rows a cell adds, by file name.
+COLUMNS = {
+    CURVES_CSV: curve_columns,
+    TRIALS_CSV: run_columns,
+    SEARCH_TRIALS_CSV: search_columns,
+    SEARCH_PROGRESS_CSV: search_columns,
+    CELLS_CSV: cell_columns,
+}
+
+
 def trial_row(study, condition, arm, trial):
     """One row of search_trials.csv from a KerasTuner trial."""
     row = {
@@ -247,7 +266,7 @@ def chosen_row(rows, tuner):
     completed = [
         r
         for r in rows
-        if r["status"] == "COMPLETED" and _finite(r.get(OBJECTIVE))
+        if r["status"] == "COMPLETED" and records.is_finite(r.get(OBJECTIVE))
     ]
     if tuner == "bracket":
         chosen = bracketing.summarize(points(rows))["chosen"]
@@ -273,22 +292,11 @@ def bracket(rows, chosen):
         `lr_above_factor` (that neighbour above over the chosen rate),
         `None` where there is none.
     """
-    lr = float(chosen[LEARNING_RATE])
-    ok = [p.learning_rate for p in points(rows) if p.status == "ok"]
-    below = [v for v in ok if v < lr * (1 - 1e-12)]
-    above = [v for v in ok if v > lr * (1 + 1e-12)]
-    below_factor = lr / max(below) if below else None
-    above_factor = min(above) / lr if above else None
-    limit = bracketing.BRACKET_FACTOR * (1 + 1e-6)
+    b = bracketing.bracket_of(points(rows), float(chosen[LEARNING_RATE]))
     return {
-        "bracketed": (
-            below_factor is not None
-            and above_factor is not None
-            and below_factor <= limit
-            and above_factor <= limit
-        ),
-        "lr_below_factor": below_factor,
-        "lr_above_factor": above_factor,
+        "bracketed": b["bracketed"],
+        "lr_below_factor": b["below"],
+        "lr_above_factor": b["above"],
     }
 
 
@@ -367,34 +375,6 @@ def run_row(
     return row
 
 
-def replays(runs, config):
-    """The rows of `trials.csv` that replay their cell's chosen search trial.
-
-    A rerun replays it when it trained from the chosen trial's seed (its
-    learning rate is the chosen one by construction): under protocol 2 with
-    search seed 0, rerun `i` of a cell whose search chose trial `i`.
-
-    Args:
-        runs: the rows of `trials.csv` (dicts of str).
-        config: the study's config (`summary.json`'s `config`, or
-            `Study.config()`).
-
-    Returns:
-        list: the replaying rows, in the order of `runs`.
-    """
-    protocol = config.get("protocol", study_module.DEFAULT_PROTOCOL)
-    search_seed = (config.get("search") or {}).get("seed")
-    if search_seed is None:
-        return []
-    return [
-        r
-        for r in runs
-        if str(r.get("search_trial_id", "")).strip().isdigit()
-        and study_module.rerun_seed(protocol, r["seed"])
-        == study_module.trial_seed(search_seed, r["search_trial_id"])
-    ]
-
-
 def fresh_seed_columns(study):
     """The columns of `fresh_seeds.csv`: those of `trials.csv` (`seed` the
     seed trained from), then `replaces_seed`."""
@@ -427,6 +407,34 @@ def read_keyed(path, *keys):
     }
 
 
+def by_key(rows, *keys):
+    """`rows` by the values of `keys` (`condition` may be absent); trial
+    ids, seeds and epochs as counters (`"07"` is 7)."""
+    out = {}
+    for r in rows:
+        key = tuple(
+            int(r[k]) if k in ("trial_id", "seed", "epoch") else r.get(k, "")
+            for k in keys
+        )
+        out[key] = r
+    return out
+
+
+def without_clocks(row):
+    """A row less its `CLOCKS`, trial ids as counters: two runs that
+    measured the same say the same."""
+    out = {c: v for c, v in row.items() if c not in CLOCKS}
+    for c in ("trial_id", "search_trial_id"):
+        if out.get(c):
+            out[c] = str(int(out[c]))
+    return out
+
+
+def row_fingerprint(file_name, row):
+    """A row of `file_name` as a hashable value, clocks left out."""
+    return (file_name, tuple(sorted(without_clocks(row).items())))
+
+
 def ordered(study, rows, *extra):
     """`rows` in study order: condition, arm, then the int columns
     `extra`."""
@@ -443,6 +451,17 @@ def ordered(study, rows, *extra):
         )
 
     return sorted(rows, key=key)
+
+
+def write_rows(folder, study, file_name, rows):
+    """Writes the rows of one of the files a cell adds to (`ROW_KEYS`),
+    whole: the file's columns, its rows in study order (condition, arm,
+    then the rest of the file's key)."""
+    records.write_csv(
+        os.path.join(folder, file_name),
+        COLUMNS[file_name](study),
+        ordered(study, rows, *ROW_KEYS[file_name][2:]),
+    )
 
 
 def fingerprint(study):
@@ -469,139 +488,9 @@ def same_study(previous, current):
     return runs_part(previous) == runs_part(current)
 
 
-# The summary.
-
-
-def summary(
-    study,
-    datas,
-    backend,
-    command,
-    runs,
-    cells,
-    role,
-    wall_time,
-    git_at_start=None,
-):
-    """summary.json; per arm, or per condition and arm with a grid.
-
-    `git_commit` and `git_dirty` are the repository's state when the run
-    started (the code that ran); `git_commit_at_end` is added when the
-    repository moved during the run.
-    """
-    commit_at_end, dirty_at_end = provenance.git_state()
-    commit, dirty = git_at_start or (commit_at_end, dirty_at_end)
-    conditions = {}
-    for condition in study.conditions():
-        arms = {}
-        for arm in study.arms:
-            arms[arm] = _cell_summary(
-                [
-                    r
-                    for r in runs
-                    if r["arm"] == arm
-                    and r.get("condition", "") == condition.name
-                ],
-                cells.get((condition.name, arm)),
-            )
-        conditions[condition.name] = {"values": condition.values, "arms": arms}
-    data = next(iter(datas.values()))
-    out = {
-        "study": study.results_name,
-        "config": study.config(),
-        "dataset": {
-            "name": data.name,
-            "label": data.label,
-            "train_samples": len(data.x_train),
-            "val_samples": len(data.x_val),
-            "test_samples": len(data.x_test),
-            "input_shape": list(data.input_shape),
-            "num_classes": data.num_classes,
-        },
-        "backend": backend,
-        "versions": provenance.library_versions(),
-        "machine": provenance.machine(),
-        "git_commit": commit,
-        "git_dirty": dirty,
-        **(
-            {"git_commit_at_end": commit_at_end}
-            if commit_at_end != commit
-            else {}
-        ),
-        "command": command,
-        "distributed": role is not None,
-    }
-    if study.grid:
-        out["conditions"] = conditions
-    else:
-        out["arms"] = conditions[""]["arms"]
-    unbracketed = [
-        {"condition": name, "arm": arm}
-        for name, c in conditions.items()
-        for arm, s in c["arms"].items()
-        if not s["bracketed"]
-    ]
-    cell_times = [
-        float(c.get(k) or 0.0)
-        for c in cells.values()
-        for k in ("search_wall_time_s", "seeds_wall_time_s")
-    ]
-    out.update(
-        unbracketed=unbracketed,
-        # This run's time, and that of every cell, over all the runs that
-        # made them (a study may be resumed many times).
-        wall_time_s=wall_time,
-        cells_wall_time_s=sum(cell_times),
-        commits=sorted(
-            {c["git_commit"] for c in cells.values() if c.get("git_commit")}
-        ),
-        finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    )
-    return out
-
-
-def _cell_summary(runs, cell):
-    accs = [float(r["test_accuracy"]) for r in runs]
-    first = runs[0] if runs else {}
-    return {
-        "seeds": len(accs),
-        "test_accuracy_mean": statistics.fmean(accs) if accs else None,
-        "test_accuracy_std": statistics.stdev(accs) if len(accs) > 1 else 0.0,
-        "test_accuracies": accs,
-        "best_hyperparameters": hyperparameters(first) if first else None,
-        "best_search_trial": first.get("search_trial_id"),
-        "best_val_accuracy": (
-            float(first["search_val_accuracy"]) if first else None
-        ),
-        "search_trials_completed": int(cell["search_trials"]) if cell else 0,
-        "bracketed": bool(cell) and _true(cell["bracketed"]),
-        "lr_below_factor": _float_or_none(cell, "lr_below_factor"),
-        "lr_above_factor": _float_or_none(cell, "lr_above_factor"),
-        "search_wall_time_s": _float_or_none(cell, "search_wall_time_s"),
-        "seeds_wall_time_s": _float_or_none(cell, "seeds_wall_time_s"),
-    }
-
-
 def _diverged(row):
     value = row.get("diverged", "")
     if value not in ("", None):
-        return _true(value)
+        return records.is_true(value)
     # Rows written before divergence was recorded: a non-finite loss.
-    return not _finite(row.get("loss")) if row.get("loss") else False
-
-
-def _true(value):
-    return str(value).strip().lower() in ("true", "1", "1.0", "yes")
-
-
-def _finite(value):
-    try:
-        return math.isfinite(float(value))
-    except (TypeError, ValueError):
-        return False
-
-
-def _float_or_none(row, key):
-    if not row or row.get(key) in (None, ""):
-        return None
-    return float(row[key])
+    return not records.is_finite(row.get("loss")) if row.get("loss") else False

@@ -369,7 +369,7 @@ def replay(oracle, rows, label, log):
         if trial.status != "RUNNING" or not _proposes(trial, row):
             if trial.status == "RUNNING":
                 oracle.ongoing_trials.pop(REPLAY_TUNER_ID, None)
-                oracle._retry_queue.append(trial.trial_id)
+                patches.requeue(oracle, trial.trial_id)
                 oracle.save()
             log(
                 f"{label}: recorded trial {int(row['trial_id']) + 1} is not "
@@ -420,7 +420,7 @@ def _recorded_metrics(row):
         if cell in ("", None):
             continue
         if cell in ("True", "False"):
-            metrics[name] = 1.0 if cell == "True" else 0.0
+            metrics[name] = 1.0 if records.is_true(cell) else 0.0
         else:
             metrics[name] = float(cell)
     return metrics

@@ -48,7 +48,7 @@ def welch(a, b, confidence=0.95):
     Raises:
         ValueError: if `confidence` is not in (0, 1).
     """
-    _check_probability("confidence", confidence)
+    check_probability("confidence", confidence)
     a, b = _floats(a), _floats(b)
     diff = mean(a) - mean(b)
     se, df = _welch_se_df([a, b])
@@ -175,7 +175,7 @@ def holm_levels(p_values, alpha=0.05):
     Raises:
         ValueError: if `alpha` is not in (0, 1).
     """
-    _check_probability("alpha", alpha)
+    check_probability("alpha", alpha)
     p_values = [float(p) for p in p_values]
     order = sorted(
         (i for i, p in enumerate(p_values) if not math.isnan(p)),
@@ -237,8 +237,8 @@ def detectable(se, df, alpha=0.05, power=0.8):
     Raises:
         ValueError: if `alpha` or `power` is not in (0, 1).
     """
-    _check_probability("alpha", alpha)
-    _check_probability("power", power)
+    check_probability("alpha", alpha)
+    check_probability("power", power)
     if not _usable(se):
         return math.nan
     return float((stats.t.ppf(1 - alpha, df) + stats.t.ppf(power, df)) * se)
@@ -279,7 +279,7 @@ def interaction(
     Raises:
         ValueError: if `confidence` is not in (0, 1).
     """
-    _check_probability("confidence", confidence)
+    check_probability("confidence", confidence)
     samples = [
         _floats(x) for x in (ours_small, ours_large, comp_small, comp_large)
     ]
@@ -287,93 +287,6 @@ def interaction(
     diff = (means[1] - means[0]) - (means[3] - means[2])
     se, df = _welch_se_df(samples)
     return _t_summary(diff, se, df, confidence)
-
-
-def pooled(diffs, ses, confidence=0.95):
-    """Pools independent differences across conditions, with heterogeneity.
-
-    A random-effects meta-analysis of `k` independent estimates `d_i` with
-    standard errors `se_i` (one (our arm, comparator) difference per
-    condition, from separately trained seeds):
-
-    - fixed effect: weights `w_i = 1 / se_i**2`, `d_F = sum(w d) / sum(w)`;
-    - heterogeneity: Cochran's `Q = sum(w (d - d_F)**2)` on `k - 1` degrees
-      of freedom with `p_Q = chi2.sf(Q, k - 1)`, `I2 = max(0, (Q - (k - 1))
-      / Q)` (the share of the spread between conditions not explained by
-      the seeds' noise), and the DerSimonian–Laird between-condition
-      variance `tau2 = max(0, (Q - (k - 1)) / (sum(w) - sum(w**2) /
-      sum(w)))`;
-    - random effects: weights `w*_i = 1 / (se_i**2 + tau2)`, `d_R = sum(w*
-      d) / sum(w*)`, with the Hartung–Knapp interval `d_R -+ t.ppf((1 +
-      confidence) / 2, k - 1) * se_R`, `se_R = sqrt(max(1, q) / sum(w*))`,
-      `q = sum(w* (d - d_R)**2) / (k - 1)` (never narrower than the
-      normal-theory interval, which the `max(1, q)` ensures), and its
-      two-sided p-value.
-
-    `d_R` estimates the average difference over conditions like these; with
-    a large `I2` the conditions disagree, and the average says less than
-    the per-condition rows.
-
-    Args:
-        diffs: list of floats, one difference per condition.
-        ses: list of floats, their standard errors (each finite and > 0).
-        confidence: float in (0, 1), the coverage of the interval. Defaults
-            to `0.95`.
-
-    Returns:
-        dict: `k` (int), `fixed`, `diff` (the random-effects estimate),
-        `se`, `low`, `high`, `p`, `q`, `p_heterogeneity`, `i2`, `tau2`
-        (floats). With `k < 2` everything but `k`, `fixed` and `diff` is
-        `nan`.
-
-    Raises:
-        ValueError: if `confidence` is not in (0, 1), the lists differ in
-            length, or a standard error is not finite and positive.
-    """
-    _check_probability("confidence", confidence)
-    d, se = _floats(diffs), _floats(ses)
-    if len(d) != len(se):
-        raise ValueError(
-            "Expected as many standard errors as differences. Received: "
-            f"len(diffs)={len(d)}, len(ses)={len(se)}"
-        )
-    if any(not _usable(s) or math.isinf(s) for s in se):
-        raise ValueError(
-            f"Expected finite, positive standard errors. Received: ses={ses!r}"
-        )
-    k = len(d)
-    nan = math.nan
-    result = dict(
-        k=k, fixed=nan, diff=nan, se=nan, low=nan, high=nan, p=nan,
-        q=nan, p_heterogeneity=nan, i2=nan, tau2=nan,
-    )  # fmt: skip
-    if k == 0:
-        return result
-    w = [1 / s**2 for s in se]
-    fixed = math.fsum(wi * di for wi, di in zip(w, d)) / math.fsum(w)
-    result.update(fixed=fixed, diff=fixed if k == 1 else nan)
-    if k < 2:
-        return result
-    q = math.fsum(wi * (di - fixed) ** 2 for wi, di in zip(w, d))
-    c = math.fsum(w) - math.fsum(wi**2 for wi in w) / math.fsum(w)
-    tau2 = max(0.0, (q - (k - 1)) / c)
-    w_r = [1 / (s**2 + tau2) for s in se]
-    d_r = math.fsum(wi * di for wi, di in zip(w_r, d)) / math.fsum(w_r)
-    q_hk = math.fsum(wi * (di - d_r) ** 2 for wi, di in zip(w_r, d)) / (k - 1)
-    se_r = math.sqrt(max(1.0, q_hk) / math.fsum(w_r))
-    half = float(stats.t.ppf((1 + confidence) / 2, k - 1)) * se_r
-    result.update(
-        diff=d_r,
-        se=se_r,
-        low=d_r - half,
-        high=d_r + half,
-        p=float(2 * stats.t.sf(abs(d_r / se_r), k - 1)),
-        q=q,
-        p_heterogeneity=float(stats.chi2.sf(q, k - 1)),
-        i2=max(0.0, (q - (k - 1)) / q) if q > 0 else 0.0,
-        tau2=tau2,
-    )
-    return result
 
 
 def verdict(p_superior, p_non_inferior, p_inferior, detectable, alpha=0.05):
@@ -400,7 +313,7 @@ def verdict(p_superior, p_non_inferior, p_inferior, detectable, alpha=0.05):
     Raises:
         ValueError: if `alpha` is not in (0, 1).
     """
-    _check_probability("alpha", alpha)
+    check_probability("alpha", alpha)
     if p_superior < alpha:
         return "superior"
     if p_non_inferior < alpha:
@@ -432,7 +345,7 @@ def direction_verdict(p_below, p_above, detectable, below, above, alpha=0.05):
     Raises:
         ValueError: if `alpha` is not in (0, 1).
     """
-    _check_probability("alpha", alpha)
+    check_probability("alpha", alpha)
     if p_below < alpha:
         return below
     if p_above < alpha:
@@ -514,7 +427,9 @@ def _var(values):
     return math.fsum((v - m) ** 2 for v in values) / (len(values) - 1)
 
 
-def _check_probability(name, value):
+def check_probability(name, value):
+    """Raises `ValueError` unless `0 < value < 1` (a level, a power, a
+    coverage)."""
     if not 0 < value < 1:
         raise ValueError(
             f"Received an invalid value for argument `{name}`. Expected a "

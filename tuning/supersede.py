@@ -31,15 +31,12 @@ import shutil
 import sys
 import time
 
-# Before TensorFlow is imported (through the hypermodels `schema` names).
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
-
-from tuning import lock  # noqa: E402
-from tuning import provenance  # noqa: E402
-from tuning import records  # noqa: E402
-from tuning import schema  # noqa: E402
-from tuning import study as study_module  # noqa: E402
+from tuning import cli
+from tuning import lock
+from tuning import provenance
+from tuning import records
+from tuning import schema
+from tuning import study as study_module
 
 SUPERSEDED_DIR = "superseded"
 SUPERSEDED_JSON = "superseded.json"
@@ -152,19 +149,15 @@ def _supersede(study, arms, name, reason, out_dir, study_runs, dest, command):
     )
     for path in study_wide:
         shutil.copy2(path, dest)
-    commit, dirty = provenance.git_state()
-    record = {
-        "study": study.results_name,
-        "arms": arms,
-        "reason": reason,
-        "superseded_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "git_commit": commit,
-        "git_dirty": dirty,
-        "command": command,
-        "rows": {f: len(moved) for f, (_, _, moved, _) in splits.items()},
-        "study_wide_files": [os.path.basename(p) for p in study_wide],
-    }
-    records.write_json(os.path.join(dest, SUPERSEDED_JSON), record)
+    record = write_record(
+        dest,
+        study,
+        arms,
+        reason,
+        rows={f: len(moved) for f, (_, _, moved, _) in splits.items()},
+        command=command,
+        study_wide_files=[os.path.basename(p) for p in study_wide],
+    )
     for path, columns, moved, kept in splits.values():
         if moved:
             records.write_csv(path, columns, kept)
@@ -178,10 +171,93 @@ def _supersede(study, arms, name, reason, out_dir, study_runs, dest, command):
     return record
 
 
+def write_record(
+    dest,
+    study,
+    arms,
+    reason,
+    rows,
+    command="",
+    condition=None,
+    study_wide_files=(),
+):
+    """Writes `superseded.json` into the set `dest` and returns it: what
+    was set aside (the study, the arms, the condition where one alone,
+    the rows per file, the study-wide files), why, when and at which
+    commit. The one writer of that record: `supersede` and a reopened
+    search's seeds (`tuning.results_state`) both use it."""
+    commit, dirty = provenance.git_state()
+    record = {
+        "study": study.results_name,
+        "arms": list(arms),
+        **({"condition": condition} if condition is not None else {}),
+        "reason": reason,
+        "superseded_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "git_commit": commit,
+        "git_dirty": dirty,
+        "command": command,
+        "rows": dict(rows),
+        "study_wide_files": list(study_wide_files),
+    }
+    records.write_json(os.path.join(dest, SUPERSEDED_JSON), record)
+    return record
+
+
 def _columns(path):
     """The header of a CSV, in its order."""
     with open(path, newline="") as f:
         return tuple(next(csv.reader(f), ()))
+
+
+# Reading the sets back (`tuning.merge`).
+
+
+def set_aside_rows(folder, name=None):
+    """The `schema.row_fingerprint`s of the rows in `folder`'s
+    `superseded/` sets (only set `name` if given). A search trial set
+    aside counts for `search_progress.csv` too."""
+    base = os.path.join(folder, SUPERSEDED_DIR)
+    names = (
+        [name]
+        if name
+        else (sorted(os.listdir(base)) if os.path.isdir(base) else [])
+    )
+    searches = (schema.SEARCH_TRIALS_CSV, schema.SEARCH_PROGRESS_CSV)
+    out = set()
+    for set_name in names:
+        where = os.path.join(base, set_name)
+        for file_name in schema.ROW_KEYS:
+            for r in records.read_csv(os.path.join(where, file_name)):
+                out.add(schema.row_fingerprint(file_name, r))
+                if file_name in searches:
+                    other = searches[1 - searches.index(file_name)]
+                    out.add(schema.row_fingerprint(other, r))
+    return out
+
+
+def sets_missing(source, out_dir):
+    """The `superseded/` sets of results folder `source` that `out_dir`
+    lacks."""
+    where = os.path.join(source, SUPERSEDED_DIR)
+    if not os.path.isdir(where):
+        return []
+    return sorted(
+        name
+        for name in os.listdir(where)
+        if os.path.isdir(os.path.join(where, name))
+        and not os.path.exists(os.path.join(out_dir, SUPERSEDED_DIR, name))
+    )
+
+
+def copy_set(source, out_dir, name):
+    """Copies `source`'s set `name` into `out_dir` whole: under a temporary
+    name, then renamed."""
+    dest = os.path.join(out_dir, SUPERSEDED_DIR, name)
+    partial = dest + ".merging"
+    if os.path.exists(partial):
+        shutil.rmtree(partial)
+    shutil.copytree(os.path.join(source, SUPERSEDED_DIR, name), partial)
+    os.replace(partial, dest)
 
 
 def main(argv=None):
@@ -194,9 +270,7 @@ def main(argv=None):
     parser.add_argument("--arms", nargs="+", required=True)
     parser.add_argument("--as", dest="name", required=True)
     parser.add_argument("--reason", required=True)
-    size = parser.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true")
-    size.add_argument("--full", action="store_true")
+    cli.add_study_size(parser)
     parser.add_argument("--results-dir", default=schema.DEFAULT_RESULTS_DIR)
     parser.add_argument("--runs-dir", default=schema.DEFAULT_RUNS_DIR)
     args = parser.parse_args(argv)
@@ -217,8 +291,7 @@ def main(argv=None):
             command=command,
         )
     except (study_module.StudyError, SupersedeError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return cli.fail(e)
     moved = ", ".join(f"{n} {f}" for f, n in record["rows"].items() if n)
     print(
         f"set aside {', '.join(record['arms'])} of {record['study']} as "

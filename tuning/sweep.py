@@ -27,17 +27,13 @@ as a worker: see `tuning/README.md`.
 
 import argparse
 import dataclasses
-import os
 import shlex
 import sys
 
-# Before TensorFlow is imported (by tensorflow-datasets or the backend).
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
-
-from tuning import distributed  # noqa: E402
-from tuning import schema  # noqa: E402
-from tuning import study as study_module  # noqa: E402
+from tuning import cli
+from tuning import distributed
+from tuning import schema
+from tuning import study as study_module
 
 DEFAULT_WORKER_TIMEOUT_S = distributed.DEFAULT_WORKER_TIMEOUT_S
 
@@ -120,8 +116,7 @@ def main(argv=None):
     try:
         execute(arguments)
     except (runner.SweepError, study_module.StudyError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return cli.fail(e)
     except KeyboardInterrupt:
         print(
             "interrupted; run the same command again to resume", file=sys.stderr
@@ -202,20 +197,7 @@ def parser():
             "to a .toml study file"
         ),
     )
-    size = p.add_mutually_exclusive_group()
-    size.add_argument(
-        "--quick",
-        action="store_true",
-        help="apply the study's [quick] overrides (results in <study>-quick)",
-    )
-    size.add_argument(
-        "--full",
-        action="store_true",
-        help=(
-            "apply the study's [full] overrides, for a GPU or Colab (results "
-            "in <study>-full)"
-        ),
-    )
+    cli.add_study_size(p)
     p.add_argument(
         "--data-dir",
         help=(

@@ -1,10 +1,10 @@
 import keras
 
-from keras_affine_div.layers import _base
+from keras_affine_div.layers import _base_dense
 
 
 @keras.saving.register_keras_serializable(package="keras_affine_div")
-class AffineLikeDense(_base.BaseDivergenceDense):
+class AffineLikeDense(_base_dense.BaseDivergenceDense):
     """A `Dense` layer whose activation step matches the SGD step exactly.
 
     ```

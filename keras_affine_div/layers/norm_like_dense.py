@@ -1,11 +1,11 @@
 import keras
 
 from keras_affine_div import _validation
-from keras_affine_div.layers import _base
+from keras_affine_div.layers import _base_dense
 
 
 @keras.saving.register_keras_serializable(package="keras_affine_div")
-class NormLikeDense(_base.BaseDivergenceDense):
+class NormLikeDense(_base_dense.BaseDivergenceDense):
     """A `Dense` layer fed with L2-normalised inputs: the norm-like correction.
 
     ```

@@ -90,7 +90,8 @@ def test_detectable_at_the_holm_level_each_row_was_held_to(tmp_path):
     assert affine_like["level"] == pytest.approx(0.05 / 3)
     for row in changes:
         expected = (
-            stats.t.ppf(1 - row["level"], row["df"]) + stats.t.ppf(0.8, row["df"])
+            stats.t.ppf(1 - row["level"], row["df"])
+            + stats.t.ppf(0.8, row["df"])
         ) * row["se"]
         assert row["detectable_at_level"] == pytest.approx(expected)
         assert row["detectable_at_level"] > row["detectable"]
@@ -98,7 +99,9 @@ def test_detectable_at_the_holm_level_each_row_was_held_to(tmp_path):
         across.load(["a:w-1", "b:w-2"], str(tmp_path)),
         "python -m tuning.across a:w-1 b:w-2",
     )
-    assert "| detectable at 0.05 | Holm level applied | detectable at it |" in text
+    assert (
+        "| detectable at 0.05 | Holm level applied | detectable at it |" in text
+    )
     assert (
         f"| {dense['detectable']:.4f} | 0.013 | {dense['detectable_at_level']:.4f} "
         "| rises |"

@@ -159,6 +159,45 @@ def sweep_command(*args):
     return [sys.executable, "-m", "tuning.sweep", *map(str, args)]
 
 
+# `python -m tuning.sweep ARGS` that SIGKILLs itself as soon as it has
+# written a line holding `sys.argv[1]`: from inside, so the kill lands at
+# that line whatever else runs on the machine's cores (a kill sent by the
+# test on reading the line could land a step later on a busy machine).
+_KILLED_AFTER = """
+import os, runpy, signal, sys
+
+part = sys.argv.pop(1)
+
+
+class _KillAfter:
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text):
+        n = self._stream.write(text)
+        if part in text:
+            if not text.endswith("\\n"):
+                self._stream.write("\\n")
+            self._stream.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+        return n
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+sys.stdout = _KillAfter(sys.stdout)
+sys.argv[0] = "tuning.sweep"
+runpy.run_module("tuning.sweep", run_name="__main__", alter_sys=True)
+"""
+
+
+def sweep_command_killed_after(line_part, *args):
+    """`sweep_command(*args)`, killed (SIGKILL) by itself right after it
+    writes a line containing `line_part`."""
+    return [sys.executable, "-c", _KILLED_AFTER, line_part, *map(str, args)]
+
+
 def run_sweep(tmp_path, *args, timeout=600, **env):
     """Runs `python -m tuning.sweep ARGS` to completion."""
     return subprocess.run(

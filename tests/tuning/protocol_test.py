@@ -1,7 +1,7 @@
 """Protocol v3's rules, each on a study where breaking it would show.
 
 - Seeds apart: under protocol 2 a seed rerun replays the search's chosen
-  trial bit for bit; under protocol 3 none does, and `schema.replays`
+  trial bit for bit; under protocol 3 none does, and `replays.replaying_rows`
   finds exactly the replays. `tuning.fresh_seeds` trains a fresh seed for
   each, and the report gives the verdicts both ways.
 - Only validation chooses: the report of a selection study ranks its
@@ -16,6 +16,7 @@ import pytest
 from tests.tuning import common
 from tuning import fresh_seeds
 from tuning import records
+from tuning import replays
 from tuning import report
 from tuning import runner
 from tuning import schema
@@ -68,7 +69,7 @@ def test_protocol_2_replays_the_chosen_trial_and_3_does_not(runs):
     for protocol, (study, out_dir, _) in runs.items():
         rows = _rows(out_dir)
         search = _rows(out_dir, schema.SEARCH_TRIALS_CSV)
-        replays = schema.replays(rows, study.config())
+        replaying = replays.replaying_rows(rows, study.config())
         for row in rows:
             (trial,) = [
                 t
@@ -80,10 +81,10 @@ def test_protocol_2_replays_the_chosen_trial_and_3_does_not(runs):
             if protocol == 2 and row["seed"] == "0":
                 # Trial 0 trained from seed 0, and so did rerun 0: the same
                 # run, to the last bit.
-                assert same and row in replays
+                assert same and row in replaying
             else:
-                assert not same and row not in replays
-        assert len(replays) == (2 if protocol == 2 else 0)
+                assert not same and row not in replaying
+        assert len(replaying) == (2 if protocol == 2 else 0)
 
 
 @ONE_BACKEND
@@ -176,9 +177,9 @@ def test_replays_need_the_chosen_trials_seed():
         {"arm": "b", "seed": "1", "search_trial_id": ""},
     ]
     config = {"search": {"seed": 0}}
-    assert schema.replays(runs, config) == [runs[0]]
-    assert schema.replays(runs, {"search": {"seed": 1}}) == []
-    assert schema.replays(runs, dict(config, protocol=3)) == []
+    assert replays.replaying_rows(runs, config) == [runs[0]]
+    assert replays.replaying_rows(runs, {"search": {"seed": 1}}) == []
+    assert replays.replaying_rows(runs, dict(config, protocol=3)) == []
 
 
 # The study file's rules.

@@ -6,6 +6,7 @@ import math
 import pytest
 
 from tuning import distributed
+from tuning import records
 from tuning import schema
 from tuning import training
 
@@ -111,3 +112,31 @@ def test_distributed_role_ports_and_serving(monkeypatch):
     with distributed.serving(8005):
         assert os.environ["KERASTUNER_ORACLE_PORT"] == "8005"
     assert os.environ["KERASTUNER_ORACLE_PORT"] == "8000"
+
+
+@pytest.mark.parametrize(
+    "cell, expected",
+    [("True", True), ("true", True), ("1", True), ("yes", True)]
+    + [("False", False), ("", False), ("0", False), (None, False)],
+)
+def test_a_boolean_cell_reads_back(cell, expected):
+    assert records.is_true(cell) is expected
+
+
+def test_what_write_csv_writes_reads_back(tmp_path):
+    path = str(tmp_path / "t.csv")
+    rows = [
+        {"flag": True, "x": 0.1 + 0.2, "loss": float("nan")},
+        {"flag": False, "x": None, "loss": "inf"},
+    ]
+    records.write_csv(path, ("flag", "x", "loss"), rows)
+    first, second = records.read_csv(path)
+    assert records.is_true(first["flag"]) and not records.is_true(
+        second["flag"]
+    )
+    assert records.float_or_none(first, "x") == 0.1 + 0.2
+    assert records.float_or_none(second, "x") is None
+    assert records.float_or_none(None, "x") is None
+    assert not records.is_finite(first["loss"])
+    assert not records.is_finite(second["loss"])
+    assert records.is_finite(first["x"]) and not records.is_finite(second["x"])

@@ -7,7 +7,6 @@ import re
 import shutil
 import signal
 import subprocess
-import threading
 
 import keras
 import pytest
@@ -428,33 +427,23 @@ def test_a_reopened_search_that_changes_its_choice_retrains_its_seeds(
 
 
 def _run_until(tmp_path, args, line_part, timeout=300):
-    """Starts the runner, SIGKILLs it once a line contains `line_part`."""
-    proc = subprocess.Popen(
-        common.sweep_command(*args),
+    """Runs the runner until it writes a line containing `line_part`, where
+    it kills itself (SIGKILL); returns its output."""
+    proc = subprocess.run(
+        common.sweep_command_killed_after(line_part, *args),
         cwd=common.REPO_ROOT,
         env=common.sweep_env(tmp_path),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        timeout=timeout,
     )
-    lines = []
-    watchdog = threading.Timer(timeout, proc.kill)
-    watchdog.start()
-    try:
-        for line in proc.stdout:
-            lines.append(line)
-            if line_part in line:
-                break
-        else:
-            pytest.fail(
-                f"runner ended before {line_part!r}:\n" + "".join(lines)
-            )
-    finally:
-        watchdog.cancel()
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=60)
-        proc.stdout.close()
-    return "".join(lines)
+    if proc.returncode != -signal.SIGKILL or line_part not in proc.stdout:
+        pytest.fail(
+            f"runner ended ({proc.returncode}) without being killed at "
+            f"{line_part!r}:\n{proc.stdout}"
+        )
+    return proc.stdout
 
 
 # Bad input: one line on stderr, exit status 2, no traceback.

@@ -1,0 +1,142 @@
+"""Walking the layers of Sequential and functional models (private).
+
+What `convert` needs to know of a model's graph before `clone_model`
+rebuilds it: its nested graph models, the layers `clone_function` will
+receive, which layers produce its outputs, and which layers only follow a
+given one.
+"""
+
+import collections
+
+import keras
+
+
+def is_graph_model(obj):
+    """Whether `obj` is a Sequential or functional model.
+
+    Functional models, and their subclasses built from inputs and outputs,
+    run a graph of layers (`_run_through_graph`); a subclassed model runs
+    its own `call`.
+    """
+    return isinstance(obj, keras.Sequential) or (
+        isinstance(obj, keras.Model) and hasattr(obj, "_run_through_graph")
+    )
+
+
+def graph_models(model, prefix=""):
+    """`(prefix, model)` for `model` and each graph model nested in it."""
+    yield prefix, model
+    for layer in model.layers:
+        if is_graph_model(layer):
+            yield from graph_models(layer, f"{prefix}{layer.name}/")
+
+
+def leaf_layers(model):
+    """`(name, layer)` of every layer `clone_function` will receive.
+
+    The layers of `model` and of the graph models nested in it (which
+    `clone_model(recursive=True)` clones model by model), input layers
+    excepted; a layer shared between them once.
+    """
+    leaves, seen = [], set()
+    for prefix, submodel in graph_models(model):
+        for layer in submodel.layers:
+            if (
+                isinstance(layer, keras.layers.InputLayer)
+                or is_graph_model(layer)
+                or id(layer) in seen
+            ):
+                continue
+            seen.add(id(layer))
+            leaves.append((prefix + layer.name, layer))
+    return leaves
+
+
+def output_layer_ids(model):
+    """The ids of the layers producing `model`'s outputs.
+
+    A nested graph model producing an output is looked into: its own output
+    layers count.
+    """
+    if isinstance(model, keras.Sequential):
+        producers = [model.layers[-1]]
+    else:
+        producers = [
+            tensor._keras_history.operation
+            for tensor in keras.tree.flatten(model.outputs)
+        ]
+    ids = set()
+    for layer in producers:
+        if is_graph_model(layer):
+            ids |= output_layer_ids(layer)
+        else:
+            ids.add(id(layer))
+    return ids
+
+
+def first_call_inputs(layer):
+    """The symbolic input tensors of the first call of `layer`, flat."""
+    try:
+        return keras.tree.flatten(layer.input)
+    except (AttributeError, ValueError):
+        return []
+
+
+def following_layers(model, replacements, classes):
+    """The layers of `classes` in `model` that only follow a replaced one.
+
+    Yields each layer of `model`'s own graph (nested models are visited on
+    their own) whose type is one of `classes` (a tuple), called once, on a
+    single tensor produced by a layer of `replacements` (a set of ids),
+    called once, whose output goes nowhere else (not to another layer, not
+    to the model's outputs).
+    """
+    if isinstance(model, keras.Sequential):
+        sequence = model.layers
+        for previous, layer in zip(sequence, sequence[1:]):
+            if type(layer) in classes and id(previous) in replacements:
+                yield layer
+        return
+    nodes = graph_nodes(model)
+    calls = collections.Counter(id(node.operation) for node in nodes)
+    consumers = collections.Counter(
+        id(tensor) for node in nodes for tensor in node.input_tensors
+    )
+    outputs = {id(tensor) for tensor in keras.tree.flatten(model.outputs)}
+    for node in nodes:
+        layer = node.operation
+        if type(layer) not in classes or calls[id(layer)] != 1:
+            continue
+        if len(node.input_tensors) != 1:
+            continue
+        (tensor,) = node.input_tensors
+        producer = tensor._keras_history.operation
+        if (
+            id(producer) in replacements
+            and calls[id(producer)] == 1
+            and consumers[id(tensor)] == 1
+            and id(tensor) not in outputs
+        ):
+            yield layer
+
+
+def graph_nodes(model):
+    """The nodes (layer calls) of a functional model's own graph.
+
+    Walked from the outputs back to the inputs, through each tensor's
+    `_keras_history` (the layer, call and output that made it): a layer's
+    calls in other models are not visited.
+    """
+    inputs = {id(tensor) for tensor in keras.tree.flatten(model.inputs)}
+    stack = list(keras.tree.flatten(model.outputs))
+    nodes = {}
+    while stack:
+        tensor = stack.pop()
+        if id(tensor) in inputs:
+            continue
+        history = tensor._keras_history
+        node = history.operation._inbound_nodes[history.node_index]
+        if id(node) not in nodes:
+            nodes[id(node)] = node
+            stack.extend(node.input_tensors)
+    return list(nodes.values())
