@@ -11,9 +11,9 @@ runner adds to KerasTuner's own mode:
   cell, set in KerasTuner's variable only while that cell's tuner runs;
 - `Liveness`: heartbeats from the workers, and a watchdog on the chief that
   hands the trial of a silent worker to the next one that asks;
-- the recovering oracles, which can take a trial back from a dead worker
-  and do not send a worker away while another worker's trial may yet come
-  back.
+- `RecoveringOracleMixin`, mixed into the chief's oracle
+  (`oracles.extended`): it takes a trial back from a dead worker and does
+  not send a worker away while another worker's trial may yet come back.
 """
 
 import contextlib
@@ -23,7 +23,6 @@ import time
 
 import keras_tuner
 
-from tuning import oracles
 from tuning import patches
 
 TUNER_ENV = "KERASTUNER_TUNER_ID"
@@ -138,29 +137,6 @@ class RecoveringOracleMixin:
         self.tuner_ids.discard(tuner_id)
         self.save()
         return trial.trial_id
-
-
-class RecoveringBracketOracle(RecoveringOracleMixin, oracles.BracketOracle):
-    """`oracles.BracketOracle` on a distributed chief."""
-
-
-class RecoveringRandomSearchOracle(
-    RecoveringOracleMixin, keras_tuner.oracles.RandomSearchOracle
-):
-    """KerasTuner's random search on a distributed chief."""
-
-
-class RecoveringBayesianOptimizationOracle(
-    RecoveringOracleMixin, keras_tuner.oracles.BayesianOptimizationOracle
-):
-    """KerasTuner's Bayesian optimisation on a distributed chief."""
-
-
-RECOVERING = {
-    oracles.BracketOracle: RecoveringBracketOracle,
-    keras_tuner.oracles.RandomSearchOracle: RecoveringRandomSearchOracle,
-    keras_tuner.oracles.BayesianOptimizationOracle: RecoveringBayesianOptimizationOracle,
-}
 
 
 class Liveness:

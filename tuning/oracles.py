@@ -2,8 +2,13 @@
 
 `BracketOracle` searches the learning rate until the best one is bracketed
 (`tuning.bracketing`); every other hyperparameter stays at its default.
+`extended` is the one way the project adds to an oracle class (its own or
+KerasTuner's): mixins in front of it, such as `search.RecordingOracleMixin`
+(every cell) and `distributed.RecoveringOracleMixin` (a distributed
+chief).
 """
 
+import functools
 import math
 import numbers
 import time
@@ -18,6 +23,26 @@ from tuning import bracketing
 DIVERGED_METRIC = "diverged"
 
 _STATUS = trial_module.TrialStatus
+
+
+@functools.cache
+def extended(cls, *mixins):
+    """The oracle class `cls` with `mixins` in front of it (each calls
+    `super()`), made once per combination.
+
+    >>> class CountingOracleMixin:
+    ...     pass
+    >>> extended(BracketOracle, CountingOracleMixin).__name__
+    'CountingBracketOracle'
+    """
+    prefix = "".join(m.__name__.removesuffix("OracleMixin") for m in mixins)
+    return type(
+        prefix + cls.__name__,
+        (*mixins, cls),
+        {
+            "__doc__": f"`{cls.__name__}` with {', '.join(m.__name__ for m in mixins)}."
+        },
+    )
 
 
 class BracketOracle(keras_tuner.Oracle):

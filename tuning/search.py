@@ -17,7 +17,6 @@ trials and the same seeds, instead of from its first trial.
 """
 
 import contextlib
-import functools
 import os
 import time
 
@@ -60,14 +59,9 @@ class RecordingOracleMixin:
             self.on_trial_end(self.trials[trial.trial_id])
 
 
-@functools.cache
 def recording(cls):
-    """`cls` (an oracle class) with `RecordingOracleMixin` mixed in."""
-    return type(
-        f"Recording{cls.__name__}",
-        (RecordingOracleMixin, cls),
-        {"__doc__": f"`{cls.__name__}` that records its ended trials."},
-    )
+    """`cls` (an oracle class) with `RecordingOracleMixin` in front."""
+    return oracles.extended(cls, RecordingOracleMixin)
 
 
 class ArmTuner(keras_tuner.Tuner):
@@ -210,9 +204,10 @@ def make_oracle(study, role):
         cls, kwargs = keras_tuner.oracles.RandomSearchOracle, {}
     else:
         cls, kwargs = keras_tuner.oracles.BayesianOptimizationOracle, {}
+    mixins = (RecordingOracleMixin,)
     if role == "chief":
-        cls = distributed.RECOVERING[cls]
-    return recording(cls)(
+        mixins += (distributed.RecoveringOracleMixin,)
+    return oracles.extended(cls, *mixins)(
         objective=objective,
         max_trials=s["max_trials"],
         seed=s["seed"] + 1,
@@ -335,6 +330,9 @@ def search_cell(
         ):
             tuner.search(verbose=1 if (verbose or role == "chief") else 0)
     if role != "worker":
+        # Here, not in the tuner's `on_search_end`: on a distributed chief
+        # KerasTuner's `search` serves the oracle and returns without
+        # calling that hook, and the chief is the one that must write it.
         records.write_json(done_path, {"max_trials": s["max_trials"]})
     return tuner
 
