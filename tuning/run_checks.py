@@ -130,7 +130,7 @@ def recorded_runs(study, results_dir, condition_names=None):
     runs = records.read_csv(os.path.join(out_dir, schema.TRIALS_CSV))
     if not runs:
         raise SweepError(
-            "Expected a study with rows in trials.csv. Received: "
+            "Expected a finished study (rows in trials.csv). Received: "
             f"results folder={out_dir!r}"
         )
     conditions = [

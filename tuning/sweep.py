@@ -40,45 +40,33 @@ DEFAULT_WORKER_TIMEOUT_S = distributed.DEFAULT_WORKER_TIMEOUT_S
 
 @dataclasses.dataclass(frozen=True)
 class Arguments:
-    """The parsed command line, as plain values.
+    """The parsed command line, as plain values: how to run
+    (`tuning.runner.Options`) and what only this command decides.
 
     Attributes:
         study: a study name or the path of a `.toml` file.
+        options: a `tuning.runner.Options` (data, folders, overwrite,
+            worker timeout, verbosity, TensorBoard, the command line, the
+            cells of a share), or `None` for its defaults.
         quick: whether to apply the study's `[quick]` overrides.
         full: whether to apply the study's `[full]` overrides.
-        data_dir, tfds_data_dir, results_dir, runs_dir, overwrite,
-        worker_timeout,
-        verbose, tensorboard: see `tuning.runner.Options`.
         seeds: the number of seeds, or `None` for the study's.
         max_trials: search trials per cell, or `None` for the study's.
         reproduce: `(arm, seed)` to retrain one recorded row, or `None`.
         condition: with `reproduce`, the row's condition.
-        arms, conditions: run only these cells (see
-            `tuning.runner.Options`), or `None`.
         search_seed: repeat the study's searches from this search seed
             (`Study.repeat`), or `None`.
-        command: the command line, for `summary.json`.
     """
 
     study: str
+    options: object = None
     quick: bool = False
     full: bool = False
-    data_dir: str = None
-    tfds_data_dir: str = None
-    results_dir: str = schema.DEFAULT_RESULTS_DIR
-    runs_dir: str = schema.DEFAULT_RUNS_DIR
-    overwrite: bool = False
     seeds: int = None
     max_trials: int = None
-    worker_timeout: int = DEFAULT_WORKER_TIMEOUT_S
-    verbose: bool = False
-    tensorboard: str = None
     reproduce: tuple = None
     condition: str = None
-    arms: tuple = None
-    conditions: tuple = None
     search_seed: int = None
-    command: str = ""
 
 
 def main(argv=None):
@@ -88,31 +76,21 @@ def main(argv=None):
     command = " ".join(
         shlex.quote(a) for a in ["python", "-m", "tuning.sweep", *argv]
     )
-    arguments = Arguments(
-        study=namespace.study,
-        quick=namespace.quick,
-        full=namespace.full,
-        data_dir=namespace.data_dir,
-        tfds_data_dir=namespace.tfds_data_dir,
-        results_dir=namespace.results_dir,
-        runs_dir=namespace.runs_dir,
-        overwrite=namespace.overwrite,
-        seeds=namespace.seeds,
-        max_trials=namespace.max_trials,
-        worker_timeout=namespace.worker_timeout,
-        verbose=namespace.verbose,
-        tensorboard=namespace.tensorboard,
-        reproduce=tuple(namespace.reproduce) if namespace.reproduce else None,
-        condition=namespace.condition,
-        arms=tuple(namespace.arms) if namespace.arms else None,
-        conditions=(
-            tuple(namespace.conditions) if namespace.conditions else None
-        ),
-        search_seed=namespace.search_seed,
-        command=command,
-    )
     from tuning import runner
 
+    # Each flag to the one of the two that holds it (lists as tuples).
+    values = {
+        k: tuple(v) if isinstance(v, list) else v
+        for k, v in vars(namespace).items()
+    }
+    option_names = {f.name for f in dataclasses.fields(runner.Options)}
+    arguments = Arguments(
+        options=runner.Options(
+            command=command,
+            **{k: v for k, v in values.items() if k in option_names},
+        ),
+        **{k: v for k, v in values.items() if k not in option_names},
+    )
     try:
         execute(arguments)
     except (runner.SweepError, study_module.StudyError) as e:
@@ -138,30 +116,18 @@ def execute(arguments):
     )
     if arguments.search_seed is not None:
         study = study.repeat(arguments.search_seed)
+    options = arguments.options or runner.Options()
     if arguments.condition is not None and not arguments.reproduce:
         raise runner.SweepError(
             "--condition goes with --reproduce. Received: "
             f"condition={arguments.condition!r}"
         )
-    if arguments.reproduce and (arguments.arms or arguments.conditions):
+    if arguments.reproduce and (options.arms or options.conditions):
         raise runner.SweepError(
             "--arms and --conditions choose the cells a run searches and "
             "retrains; --reproduce takes its arm and --condition. Received: "
-            f"arms={arguments.arms!r}, conditions={arguments.conditions!r}"
+            f"arms={options.arms!r}, conditions={options.conditions!r}"
         )
-    options = runner.Options(
-        data_dir=arguments.data_dir,
-        tfds_data_dir=arguments.tfds_data_dir,
-        results_dir=arguments.results_dir,
-        runs_dir=arguments.runs_dir,
-        overwrite=arguments.overwrite,
-        worker_timeout=arguments.worker_timeout,
-        verbose=arguments.verbose,
-        tensorboard=arguments.tensorboard,
-        command=arguments.command,
-        arms=arguments.arms,
-        conditions=arguments.conditions,
-    )
     if arguments.reproduce:
         arm, seed = arguments.reproduce
         return runner.reproduce(study, options, arm, seed, arguments.condition)

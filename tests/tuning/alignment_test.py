@@ -105,3 +105,8 @@ def test_a_study_measured_at_initialisation(tmp_path, capsys):
     # More samples than one batch of the largest size: refused.
     assert alignment.main([*argv[:-1], "2"]) == 2
     assert "at least one batch of the largest size" in capsys.readouterr().err
+
+
+def test_alignment_needs_a_finished_study(tmp_path, capsys):
+    assert alignment.main(["smoke", "--results-dir", str(tmp_path)]) == 2
+    assert "Expected a finished study" in capsys.readouterr().err

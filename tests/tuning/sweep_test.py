@@ -827,9 +827,11 @@ def test_bayesian_tuner_runs(tmp_path):
     open(path, "w").write(text)
     arguments = sweep.Arguments(
         study=path,
-        data_dir=data_dir,
-        results_dir=str(tmp_path / "results"),
-        runs_dir=str(tmp_path / "runs"),
+        options=runner.Options(
+            data_dir=data_dir,
+            results_dir=str(tmp_path / "results"),
+            runs_dir=str(tmp_path / "runs"),
+        ),
         seeds=1,
     )
     summary = sweep.execute(arguments)

@@ -5,6 +5,7 @@ import os
 import pytest
 
 from tests.tuning import common
+from tuning import runner
 from tuning import sweep
 from tuning import tensorboard
 
@@ -33,11 +34,13 @@ def test_a_study_writes_one_run_per_trial_and_seed(tmp_path):
     sweep.execute(
         sweep.Arguments(
             study=study,
-            data_dir=data_dir,
-            results_dir=str(tmp_path / "res"),
-            runs_dir=str(tmp_path / "runs"),
+            options=runner.Options(
+                data_dir=data_dir,
+                results_dir=str(tmp_path / "res"),
+                runs_dir=str(tmp_path / "runs"),
+                tensorboard=str(logs),
+            ),
             seeds=1,
-            tensorboard=str(logs),
         )
     )
     runs = sorted(os.listdir(logs / "tiny"))
