@@ -68,7 +68,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:
         studies = [
-            load_study(os.path.join(args.results_dir, name))
+            load_results(os.path.join(args.results_dir, name))
             for name in args.studies
         ]
         text = render(studies, by=tuple(args.by))
@@ -78,7 +78,7 @@ def main(argv=None):
     return 0
 
 
-def load_study(out_dir):
+def load_results(out_dir):
     """The rows and summary of one finished study's results folder.
 
     Returns:
@@ -103,7 +103,7 @@ def condition_differences(studies, by=()):
     """Every (group, our arm, comparator, condition) difference.
 
     Args:
-        studies: list of dicts from `load_study`.
+        studies: list of dicts from `load_results`.
         by: tuple of str, run columns that define the groups.
 
     Returns:
@@ -208,7 +208,7 @@ def render(studies, by=()):
     """The pooled view as Markdown.
 
     Args:
-        studies: list of dicts from `load_study`.
+        studies: list of dicts from `load_results`.
         by: tuple of str, run columns that define the groups.
 
     Returns:

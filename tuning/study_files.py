@@ -46,7 +46,9 @@ def list_studies():
     return sorted(p.stem for p in STUDIES_DIR.glob("*.toml"))
 
 
-def load_study(name_or_path, quick=False, full=False):
+def load_study(
+    name_or_path, quick=False, full=False, max_trials=None, seeds=None
+):
     """Reads and checks a study.
 
     Args:
@@ -54,6 +56,10 @@ def load_study(name_or_path, quick=False, full=False):
             `.toml` study file.
         quick: whether to apply the study's `[quick]` overrides.
         full: whether to apply the study's `[full]` overrides.
+        max_trials: search trials per cell in place of the study's (the
+            command line's `--max-trials`), or `None`.
+        seeds: seeds per cell in place of the study's (`--seeds`), or
+            `None`.
 
     Returns:
         Study: the study.
@@ -99,7 +105,9 @@ def load_study(name_or_path, quick=False, full=False):
     if (quick, full) not in variants:
         variants.append((quick, full))
     studies = {v: _parse(data, path, *v) for v in variants}
-    return studies[(quick, full)]
+    search = {} if max_trials is None else {"max_trials": max_trials}
+    fixed = {} if seeds is None else {"seeds": seeds}
+    return studies[(quick, full)].replace(search=search, fixed=fixed)
 
 
 def _parse(data, path, quick, full):

@@ -107,12 +107,12 @@ def execute(arguments):
     """Runs or reproduces what `arguments` say (no argparse below here)."""
     from tuning import runner
 
-    study = load_study(
+    study = study_module.load_study(
         arguments.study,
-        arguments.quick,
-        arguments.full,
-        arguments.max_trials,
-        arguments.seeds,
+        quick=arguments.quick,
+        full=arguments.full,
+        max_trials=arguments.max_trials,
+        seeds=arguments.seeds,
     )
     if arguments.search_seed is not None:
         study = study.repeat(arguments.search_seed)
@@ -132,17 +132,6 @@ def execute(arguments):
         arm, seed = arguments.reproduce
         return runner.reproduce(study, options, arm, seed, arguments.condition)
     return runner.run(study, options)
-
-
-def load_study(name, quick=False, full=False, max_trials=None, seeds=None):
-    """Reads a study and applies the command line's budget overrides."""
-    study = study_module.load_study(name, quick=quick, full=full)
-    search, fixed = {}, {}
-    if max_trials is not None:
-        search["max_trials"] = max_trials
-    if seeds is not None:
-        fixed["seeds"] = seeds
-    return study.replace(search=search, fixed=fixed)
 
 
 def parser():

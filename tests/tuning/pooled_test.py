@@ -114,7 +114,7 @@ def _random_effects_by_hand(d, se):
 
 
 def _load(root, *names):
-    return [pooled.load_study(str(root / n)) for n in names]
+    return [pooled.load_results(str(root / n)) for n in names]
 
 
 def test_differences_are_welch_per_condition(studies):
@@ -242,6 +242,6 @@ def test_cli_errors(studies, capsys):
 
 def test_missing_results_folder(tmp_path, capsys):
     with pytest.raises(pooled.PooledError, match="Received: results folder"):
-        pooled.load_study(str(tmp_path / "nothing"))
+        pooled.load_results(str(tmp_path / "nothing"))
     assert pooled.main(["nothing", "--results-dir", str(tmp_path)]) == 2
     assert capsys.readouterr().err.startswith("error: Expected a finished")

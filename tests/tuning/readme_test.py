@@ -180,7 +180,7 @@ def _pooled_command(text):
 def test_committed_pooled_view_is_what_its_command_gives(path):
     text = path.read_text()
     studies, by = _pooled_command(text)
-    loaded = [pooled.load_study(str(RESULTS / name)) for name in studies]
+    loaded = [pooled.load_results(str(RESULTS / name)) for name in studies]
     assert pooled.render(loaded, by=by) == text
 
 
