@@ -204,25 +204,9 @@ def render(pairs, command=""):
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows_changes:
-        verdict = statistics.direction_verdict(
-            r["p_below"],
-            r["p_above"],
-            r["detectable_at_level"],
-            "falls",
-            "rises",
-            ALPHA,
-        )
         lines.append(
             f"| {r['pair']} | {r['arm']} | {_num(r['mean_from'], '.4f')} "
-            f"| {_num(r['mean_to'], '.4f')} "
-            f"| {_num(r['diff'], '+.4f')} "
-            f"| [{_num(r['low'], '+.4f')}, "
-            f"{_num(r['high'], '+.4f')}] "
-            f"| {_num(r['p_below'], '.3g')} "
-            f"| {_num(r['p_above'], '.3g')} "
-            f"| {_num(r['detectable'], '.4f')} "
-            f"| {_num(r['level'], '.2g')} "
-            f"| {_num(r['detectable_at_level'], '.4f')} | {verdict} |"
+            f"| {_num(r['mean_to'], '.4f')} " + _tested(r, "falls", "rises")
         )
     lines += [
         "",
@@ -234,26 +218,34 @@ def render(pairs, command=""):
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows_interactions:
-        verdict = statistics.direction_verdict(
-            r["p_below"],
-            r["p_above"],
-            r["detectable_at_level"],
-            "ours gains less",
-            "ours gains more",
-            ALPHA,
-        )
         lines.append(
             f"| {r['pair']} | {r['arm']} - {r['comparator']} "
-            f"| {_num(r['diff'], '+.4f')} "
-            f"| [{_num(r['low'], '+.4f')}, "
-            f"{_num(r['high'], '+.4f')}] "
-            f"| {_num(r['p_below'], '.3g')} "
-            f"| {_num(r['p_above'], '.3g')} "
-            f"| {_num(r['detectable'], '.4f')} "
-            f"| {_num(r['level'], '.2g')} "
-            f"| {_num(r['detectable_at_level'], '.4f')} | {verdict} |"
+            + _tested(r, "ours gains less", "ours gains more")
         )
     return "\n".join(lines) + "\n"
+
+
+def _tested(r, below, above):
+    """The cells of a row from its estimate on: the estimate, its interval,
+    both p-values, what it could detect and the verdict."""
+    verdict = statistics.direction_verdict(
+        r["p_below"],
+        r["p_above"],
+        r["detectable_at_level"],
+        below,
+        above,
+        ALPHA,
+    )
+    return (
+        f"| {_num(r['diff'], '+.4f')} "
+        f"| [{_num(r['low'], '+.4f')}, "
+        f"{_num(r['high'], '+.4f')}] "
+        f"| {_num(r['p_below'], '.3g')} "
+        f"| {_num(r['p_above'], '.3g')} "
+        f"| {_num(r['detectable'], '.4f')} "
+        f"| {_num(r['level'], '.2g')} "
+        f"| {_num(r['detectable_at_level'], '.4f')} | {verdict} |"
+    )
 
 
 if __name__ == "__main__":
