@@ -52,6 +52,7 @@ import math
 
 import keras
 
+from keras_affine_div import _kernel_scale
 from keras_affine_div import _validation
 from keras_affine_div.layers import AffineLikeConv2D
 from keras_affine_div.layers import AffineLikeDense
@@ -349,7 +350,9 @@ def mlp(
     depth = _validation.positive_int(depth, "depth")
     width = _validation.positive_int(width, "width")
     _validation.activation(activation)
-    kernel_initializer = _kernel_initializer_factory(arm, kernel_scale)
+    kernel_initializer = _kernel_scale.initializer_factory(
+        arm, kernel_scale, ARMS
+    )
 
     inputs = keras.Input(input_shape, name="inputs")
     x = keras.layers.Flatten(name="flatten")(inputs)
@@ -457,7 +460,9 @@ def cnn(
             f"input_shape={input_shape}"
         )
     _validation.activation(activation)
-    kernel_initializer = _kernel_initializer_factory(arm, kernel_scale)
+    kernel_initializer = _kernel_scale.initializer_factory(
+        arm, kernel_scale, ARMS
+    )
 
     inputs = keras.Input(input_shape, name="inputs")
     x = inputs
@@ -488,31 +493,3 @@ def cnn(
     else:
         outputs = keras.layers.Dense(num_classes, name="logits")(x)
     return keras.Model(inputs, outputs, name=name or f"cnn_{variant}")
-
-
-def _kernel_initializer_factory(arm, kernel_scale):
-    """Checks `kernel_scale` and returns a function that makes one layer's
-    kernel initialiser.
-
-    Each call makes a new initialiser: an unseeded Keras initialiser draws
-    its seed when it is made, so one instance shared by several layers
-    would give every one of them the same random values.
-    """
-    if kernel_scale is None:
-        return lambda: None
-    if not arm.scale_sensitive:
-        raise ValueError(
-            "Received an invalid value for argument `kernel_scale`. Expected "
-            f"None for {arm.name!r}: its normaliser divides out the scale of "
-            "the kernel before it, so the scale changes nothing the model "
-            "computes. Variants that take it: "
-            f"{', '.join(a.name for a in ARMS if a.family == arm.family and a.scale_sensitive)}. "
-            f"Received: variant={arm.name!r}, kernel_scale={kernel_scale!r}"
-        )
-    kernel_scale = _validation.positive_float(kernel_scale, "kernel_scale")
-    if arm.ours:
-        return lambda: keras.initializers.RandomNormal(stddev=kernel_scale)
-    # Keras' default, GlorotUniform, with its limit times `kernel_scale`.
-    return lambda: keras.initializers.VarianceScaling(
-        scale=kernel_scale**2, mode="fan_avg", distribution="uniform"
-    )
