@@ -206,60 +206,50 @@ def run(args, command):
     )
     backend = keras.backend.backend()
     rows = []
-    for condition in conditions:
-        at = study.at(condition)
-        data = runner.load_data(at, args.data_dir)
+    cells = run_checks.recorded_cells(
+        study, runs, conditions, args.data_dir, "alignment"
+    )
+    for condition, at, data, arm, recorded in cells:
+        hp_values = schema.hyperparameters(recorded)
         if len(data.x_val) < args.samples:
             raise runner.SweepError(
                 f"Expected at least {args.samples} validation images. "
                 f"Received: {len(data.x_val)} in the study's data"
             )
         x, y = data.x_val[: args.samples], data.y_val[: args.samples]
-        for arm in study.arms:
-            recorded = [
-                r
-                for r in runs
-                if r.get("condition", "") == condition.name and r["arm"] == arm
-            ]
-            if not recorded:
-                runner.log(
-                    f"[alignment] {condition.name} {arm}: no run, skipped"
-                )
-                continue
-            hp_values = schema.hyperparameters(recorded[0])
-            measured = []
+        measured = []
 
-            def inspect(model, phase, x=x, y=y, measured=measured):
-                for row in measure(model, x, y, args.batch_sizes, args.samples):
-                    measured.append({**row, "phase": phase})
+        def inspect(model, phase, x=x, y=y, measured=measured):
+            for row in measure(model, x, y, args.batch_sizes, args.samples):
+                measured.append({**row, "phase": phase})
 
-            if args.trained:
-                training.train_and_evaluate(
-                    at, arm, hp_values, data, args.seed, inspect=inspect
-                )
-            else:
-                hypermodel = training.make_hypermodel(at, arm, data)
-                hp = keras_tuner.HyperParameters()
-                hypermodel.declare_hyperparameters(hp)
-                hp.values.update(hp_values)
-                keras.backend.clear_session()
-                keras.utils.set_random_seed(args.seed)
-                inspect(hypermodel.build(hp), "init")
-            for m in measured:
-                rows.append(
-                    {
-                        "condition": condition.name,
-                        "arm": arm,
-                        "seed": args.seed,
-                        **m,
-                        "backend": backend,
-                        "command": command,
-                    }
-                )
-            runner.log(
-                f"[alignment] {condition.name or study.name} {arm}: "
-                f"{len(measured)} rows"
+        if args.trained:
+            training.train_and_evaluate(
+                at, arm, hp_values, data, args.seed, inspect=inspect
             )
+        else:
+            hypermodel = training.make_hypermodel(at, arm, data)
+            hp = keras_tuner.HyperParameters()
+            hypermodel.declare_hyperparameters(hp)
+            hp.values.update(hp_values)
+            keras.backend.clear_session()
+            keras.utils.set_random_seed(args.seed)
+            inspect(hypermodel.build(hp), "init")
+        for m in measured:
+            rows.append(
+                {
+                    "condition": condition.name,
+                    "arm": arm,
+                    "seed": args.seed,
+                    **m,
+                    "backend": backend,
+                    "command": command,
+                }
+            )
+        runner.log(
+            f"[alignment] {condition.name or study.name} {arm}: "
+            f"{len(measured)} rows"
+        )
     path = os.path.join(out_dir, CSV)
     rows = merge(records.read_csv(path), rows)
     records.write_csv(path, COLUMNS, rows)

@@ -89,63 +89,48 @@ def run(args, command):
     )
     backend = keras.backend.backend()
     rows = []
-    for condition in conditions:
-        at = study.at(condition)
-        data = runner.load_data(at, args.data_dir)
+    cells = run_checks.recorded_cells(
+        study, runs, conditions, args.data_dir, "divergence", seed=args.seed
+    )
+    for condition, at, data, arm, recorded in cells:
+        hp_values = schema.hyperparameters(recorded)
         batch = args.batch or at.fixed["batch_size"]
         x, y = data.x_val[:batch], data.y_val[:batch]
-        for arm in study.arms:
-            recorded = [
-                r
-                for r in runs
-                if r.get("condition", "") == condition.name
-                and r["arm"] == arm
-                and r["seed"] == str(args.seed)
-            ]
-            if not recorded:
-                runner.log(
-                    f"[divergence] {condition.name} {arm}: no run "
-                    f"with seed {args.seed}, skipped"
-                )
-                continue
-            hp_values = schema.hyperparameters(recorded[0])
-            measured = []
+        measured = []
 
-            def inspect(model, phase, x=x, y=y, measured=measured):
-                report = diagnostics.alignment_report(model, x, y, model.loss)
-                for position, row in enumerate(report):
-                    measured.append(
-                        {**row, "phase": phase, "position": position}
-                    )
+        def inspect(model, phase, x=x, y=y, measured=measured):
+            report = diagnostics.alignment_report(model, x, y, model.loss)
+            for position, row in enumerate(report):
+                measured.append({**row, "phase": phase, "position": position})
 
-            result = training.train_and_evaluate(
-                at, arm, hp_values, data, args.seed, inspect=inspect
+        result = training.train_and_evaluate(
+            at, arm, hp_values, data, args.seed, inspect=inspect
+        )
+        for m in measured:
+            rows.append(
+                {
+                    "condition": condition.name,
+                    "arm": arm,
+                    "seed": args.seed,
+                    "layer": m["layer"],
+                    "class": m["class"],
+                    "phase": m["phase"],
+                    "position": m["position"],
+                    "mean_scale": m["mean_scale"],
+                    "std_scale": m["std_scale"],
+                    "cv_scale": m["cv_scale"],
+                    "mean_cosine": m["mean_cosine"],
+                    "batch": batch,
+                    "test_accuracy": result["test_accuracy"],
+                    "backend": backend,
+                    "command": command,
+                }
             )
-            for m in measured:
-                rows.append(
-                    {
-                        "condition": condition.name,
-                        "arm": arm,
-                        "seed": args.seed,
-                        "layer": m["layer"],
-                        "class": m["class"],
-                        "phase": m["phase"],
-                        "position": m["position"],
-                        "mean_scale": m["mean_scale"],
-                        "std_scale": m["std_scale"],
-                        "cv_scale": m["cv_scale"],
-                        "mean_cosine": m["mean_cosine"],
-                        "batch": batch,
-                        "test_accuracy": result["test_accuracy"],
-                        "backend": backend,
-                        "command": command,
-                    }
-                )
-            runner.log(
-                f"[divergence] {condition.name or study.name} {arm}: "
-                f"test accuracy {result['test_accuracy']:.4f} "
-                f"(recorded {float(recorded[0]['test_accuracy']):.4f})"
-            )
+        runner.log(
+            f"[divergence] {condition.name or study.name} {arm}: "
+            f"test accuracy {result['test_accuracy']:.4f} "
+            f"(recorded {float(recorded['test_accuracy']):.4f})"
+        )
     path = os.path.join(out_dir, "divergence.csv")
     rows = merge(records.read_csv(path), rows, study)
     records.write_csv(path, COLUMNS, rows)

@@ -3,7 +3,9 @@
 Every file is written whole through `keras_affine_div._files.write_atomic`
 (a temporary name in the same directory, flushed and renamed over the old
 one), so a reader sees either the old or the new content, never a partial
-file. The provenance a result records (commit, library versions, machine)
+file. The library is imported at the first write, not with this module, so
+that the tools that only read results (and `tuning.schema`) do not import
+Keras. The provenance a result records (commit, library versions, machine)
 comes from `tuning.provenance`, shared with the benchmarks.
 """
 
@@ -13,7 +15,13 @@ import json
 import math
 import os
 
-from keras_affine_div._files import write_atomic
+
+def write_atomic(path, data):
+    """Writes `data` (str or bytes) to `path` whole or not at all
+    (`keras_affine_div._files.write_atomic`)."""
+    from keras_affine_div import _files
+
+    _files.write_atomic(path, data)
 
 
 def write_json(path, data):

@@ -4,8 +4,8 @@
 `check_share` refuses a share of the study (`--arms`, `--conditions`)
 that cannot run; `check_same_study` refuses to resume results that
 another study, an older runner or another backend wrote; `recorded_runs`
-is what the tools that measure a finished study's networks again
-(`tuning.divergence`, `tuning.alignment`) start from.
+and `recorded_cells` are what the tools that measure a finished study's
+networks again (`tuning.divergence`, `tuning.alignment`) start from.
 """
 
 import os
@@ -144,3 +144,44 @@ def recorded_runs(study, results_dir, condition_names=None):
             f"condition={condition_names!r}"
         )
     return out_dir, runs, conditions
+
+
+def recorded_cells(study, runs, conditions, data_dir, tool, seed=None):
+    """Each recorded cell of `conditions`, with its condition's data.
+
+    The data are loaded once a condition (`data_loading.load_data`); a
+    cell with no row in `runs` (with no row of `seed`, where given) is
+    logged as skipped.
+
+    Args:
+        study: a `Study`.
+        runs: the rows of its `trials.csv` (`recorded_runs`).
+        conditions: the `Condition`s to go through.
+        data_dir: the image folder, or `None` for the download.
+        tool: str, the name the log lines start with.
+        seed: int, the seed whose run is wanted, or `None` for any.
+
+    Yields:
+        tuple: `(condition, at, data, arm, row)`: the condition, the
+        study resolved at it, its `Data`, the arm and its first recorded
+        run's row.
+    """
+    from tuning.console import log
+    from tuning.data_loading import load_data
+
+    for condition in conditions:
+        at = study.at(condition)
+        data = load_data(at, data_dir)
+        for arm in study.arms:
+            recorded = [
+                r
+                for r in runs
+                if r.get("condition", "") == condition.name
+                and r["arm"] == arm
+                and (seed is None or r["seed"] == str(seed))
+            ]
+            if not recorded:
+                which = "" if seed is None else f" with seed {seed}"
+                log(f"[{tool}] {condition.name} {arm}: no run{which}, skipped")
+                continue
+            yield condition, at, data, arm, recorded[0]

@@ -313,14 +313,13 @@ def verdict(p_superior, p_non_inferior, p_inferior, detectable, alpha=0.05):
     Raises:
         ValueError: if `alpha` is not in (0, 1).
     """
-    check_probability("alpha", alpha)
-    if p_superior < alpha:
-        return "superior"
-    if p_non_inferior < alpha:
-        return "non-inferior"
-    if p_inferior < alpha:
-        return "inferior"
-    return _inconclusive(detectable)
+    return _first_passing(
+        alpha,
+        detectable,
+        (p_superior, "superior"),
+        (p_non_inferior, "non-inferior"),
+        (p_inferior, "inferior"),
+    )
 
 
 def direction_verdict(p_below, p_above, detectable, below, above, alpha=0.05):
@@ -345,15 +344,16 @@ def direction_verdict(p_below, p_above, detectable, below, above, alpha=0.05):
     Raises:
         ValueError: if `alpha` is not in (0, 1).
     """
+    return _first_passing(alpha, detectable, (p_below, below), (p_above, above))
+
+
+def _first_passing(alpha, detectable, *tests):
+    """The name of the first `(p, name)` of `tests` with `p < alpha`, else
+    `"inconclusive (could detect >= X)"`; `nan` never passes."""
     check_probability("alpha", alpha)
-    if p_below < alpha:
-        return below
-    if p_above < alpha:
-        return above
-    return _inconclusive(detectable)
-
-
-def _inconclusive(detectable):
+    for p, name in tests:
+        if p < alpha:
+            return name
     size = "n/a" if math.isnan(detectable) else f"{detectable:.3f}"
     return f"inconclusive (could detect >= {size})"
 

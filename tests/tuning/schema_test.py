@@ -2,6 +2,8 @@
 divergence; the distributed helpers."""
 
 import math
+import subprocess
+import sys
 
 import pytest
 
@@ -140,3 +142,31 @@ def test_what_write_csv_writes_reads_back(tmp_path):
     assert not records.is_finite(first["loss"])
     assert not records.is_finite(second["loss"])
     assert records.is_finite(first["x"]) and not records.is_finite(second["x"])
+
+
+def test_the_hyperparameter_names_are_the_hypermodels():
+    from keras_affine_div import hypermodels
+
+    assert schema.LEARNING_RATE == hypermodels.LEARNING_RATE
+    assert schema.OPTIMIZER == hypermodels.OPTIMIZER
+    assert schema.KERNEL_SCALE == hypermodels.KERNEL_SCALE
+    assert schema.HYPERPARAMETER_NAMES == hypermodels.HYPERPARAMETER_NAMES
+    assert schema.OBJECTIVE == hypermodels.OBJECTIVE
+
+
+def test_reading_results_imports_no_keras():
+    # In a fresh process: this one has Keras already.
+    code = (
+        "import sys\n"
+        "from tuning import bracketing, progress, records, schema, statistics\n"
+        "from tuning import study\n"
+        "print(sorted(m for m in ('keras', 'keras_tuner', 'keras_affine_div',"
+        " 'tensorflow', 'jax', 'torch') if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert out.strip() == "[]"
