@@ -11,6 +11,8 @@
 # CI runs it on the CPU with a shorter selection:
 #   GPU_CHECK_TESTS   the tests to run (default: tests/layers)
 #   GPU_CHECK_BENCH   the benchmark's mode (default: --quick)
+#   GPU_CHECK_BENCH_BACKENDS   the backends whose benchmark runs (default:
+#                     jax torch; the others' is reported "skipped")
 #   GPU_CHECK_TEST_TIMEOUT, GPU_CHECK_BENCH_TIMEOUT   seconds per backend
 #                     (defaults 150 and 75: the whole check within 8 minutes)
 set -uo pipefail
@@ -21,6 +23,7 @@ out=${2:?usage: scripts/gpu_check.sh WHEELS OUT}
 PYTHON="${PYTHON:-python3}"
 tests_sel=${GPU_CHECK_TESTS:-tests/layers}
 bench_mode=${GPU_CHECK_BENCH:---quick}
+bench_backends=" ${GPU_CHECK_BENCH_BACKENDS:-jax torch} "
 test_timeout=${GPU_CHECK_TEST_TIMEOUT:-150}
 bench_timeout=${GPU_CHECK_BENCH_TIMEOUT:-75}
 mkdir -p "$out"
@@ -64,6 +67,11 @@ for backend in jax torch; do
     tests=failed
   fi
   say "$backend layer tests: $tests ($(tail -1 "$log"))"
+  if [[ "$bench_backends" != *" $backend "* ]]; then
+    say "$backend benchmark: skipped (GPU_CHECK_BENCH_BACKENDS)"
+    status+=("\"$backend\": {\"layer_tests\": \"$tests\", \"benchmark\": \"skipped\"}")
+    continue
+  fi
   say "== $backend: python -m benchmarks.layer_overhead $bench_mode"
   bench_dir="$site/bench-$backend"
   bench=failed

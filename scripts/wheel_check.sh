@@ -9,8 +9,10 @@ root=$(pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 PYTHON="${PYTHON:-python3}"
-"$PYTHON" -m pip install -q build 2>&1 | { grep -v "is ignored" || true; }
-"$PYTHON" -m build --outdir "$work/dist" . > "$work/build.log" 2>&1 \
+# `build` in a venv of its own: the Python that runs this is left as it is.
+"$PYTHON" -m venv "$work/venv-build"
+"$work/venv-build/bin/python" -m pip install -q build 2>&1 | { grep -v "is ignored" || true; }
+"$work/venv-build/bin/python" -m build --outdir "$work/dist" . > "$work/build.log" 2>&1 \
   || { cat "$work/build.log"; exit 1; }
 ls "$work/dist"/*.whl "$work/dist"/*.tar.gz > /dev/null
 keras_pin=$(grep -E '^keras==' requirements-cpu.txt)

@@ -1,4 +1,9 @@
-"""A `.keras` file saved on one backend loads on the other two, same outputs."""
+"""A `.keras` file saved on one backend loads on another, same outputs.
+
+Each pass saves and loads on the next backend of `BACKENDS`, round the
+cycle (tensorflow -> jax -> torch -> tensorflow): every backend's file is
+read by another, and every backend reads another's.
+"""
 
 import os
 import subprocess
@@ -53,6 +58,8 @@ def test_saved_model_loads_on_other_backends(target, tmp_path):
     source = keras.backend.backend()
     if target == source:
         pytest.skip("same backend: covered by the save/reload tests")
+    if target != BACKENDS[(BACKENDS.index(source) + 1) % len(BACKENDS)]:
+        pytest.skip(f"{target} reads the file of the backend before it")
     model = _model_with_every_layer()
     x = np.random.default_rng(0).standard_normal((3, 10, 10, 4))
     x = x.astype("float32")

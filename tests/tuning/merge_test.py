@@ -48,9 +48,31 @@ def _cells(path):
     return [(r["condition"], r["arm"]) for r in records.read_csv(path)]
 
 
+def _share_of(whole, dest, conditions):
+    """Writes what a share of `conditions` leaves: `whole`'s results folder
+    with only those conditions' rows, and no summary, report or plot."""
+    shutil.copytree(whole, dest)
+    folder = dest / "tiny"
+    for name in ROW_FILES:
+        rows = records.read_csv(folder / name)
+        records.write_csv(
+            folder / name,
+            list(rows[0]),
+            [r for r in rows if r["condition"] in conditions],
+        )
+    for path in folder.iterdir():
+        if path.name in ("summary.json", "report.md") or path.suffix == ".png":
+            path.unlink()
+
+
 @pytest.fixture(scope="module")
 def shares(tmp_path_factory):
-    """The tiny grid study run whole once, and as two shares merged.
+    """The tiny grid study run whole once, and one share of it.
+
+    Share `b` (`--conditions width-8 --arms affine_like`) is run; share
+    `a` (`--conditions width-4`) is the whole run's results folder cut down
+    to its cells (`_share_of`): the merged shares are checked against the
+    whole run, which also checks that `b` measured what the whole run did.
 
     Returns `(tmp, args_of, outputs)`: `args_of(root, *extra)` are the
     runner's arguments with results under `root`; `outputs` the runs'
@@ -76,36 +98,40 @@ def shares(tmp_path_factory):
         outputs[name] = proc.stdout
 
     run("whole", *args_of(tmp / "whole"))
-    run("a", *args_of(tmp / "a", "--conditions", "width-4"))
     run(
         "b",
         *args_of(tmp / "b", "--conditions", "width-8", "--arms", "affine_like"),
     )
+    _share_of(tmp / "whole" / "results", tmp / "a" / "results", {"width-4"})
     return tmp, args_of, outputs
 
 
 def test_a_share_runs_only_its_cells_and_writes_no_summary(shares):
     tmp, _, outputs = shares
-    a = tmp / "a" / "results" / "tiny"
     b = tmp / "b" / "results" / "tiny"
-    assert _cells(a / "cells.csv") == CELLS[:2]
     assert _cells(b / "cells.csv") == [("width-8", "affine_like")]
     assert [
         (r["condition"], r["arm"]) for r in records.read_csv(b / "trials.csv")
     ] == [("width-8", "affine_like")]
-    for folder in (a, b):
-        assert not (folder / "summary.json").exists()
-        assert not (folder / "report.md").exists()
-    assert (
-        "a share of the study: 2 of its 4 cells (conditions width-4)"
-        in (outputs["a"])
-    )
+    assert not (b / "summary.json").exists()
+    assert not (b / "report.md").exists()
     assert (
         "a share of the study: 1 of its 4 cells (arms affine_like; "
         "conditions width-8)" in outputs["b"]
     )
-    assert "share done: 2 of the study's 4 cells are complete" in outputs["a"]
+    assert "share done: 1 of the study's 4 cells are complete" in outputs["b"]
     assert "width-8 arm 1/2 dense" not in outputs["b"]
+    assert "width-4" not in outputs["b"]
+    # The share's rows are the whole run's (the same seeds on the same
+    # backend: the same numbers).
+    whole = tmp / "whole" / "results" / "tiny"
+    for name in ROW_FILES:
+        alone = [
+            r
+            for r in _measured(whole / name)
+            if (r["condition"], r["arm"]) == ("width-8", "affine_like")
+        ]
+        assert _measured(b / name) == alone, name
 
 
 def test_merged_shares_give_what_one_run_gives(shares, tmp_path, capsys):

@@ -21,6 +21,9 @@ from tuning import study as study_module
 from tuning import sweep
 
 ARMS = ("dense", "affine_like")
+# The runner's rules, its errors and its other end-to-end cases run on one
+# backend; `test_end_to_end` and `test_reproduce` run a sweep on each.
+ONE_BACKEND = pytest.mark.requires_backend("torch")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -147,6 +150,7 @@ def test_reproduce(finished):
     assert "usable core(s)" not in again.stdout
 
 
+@ONE_BACKEND
 def test_reproduce_notes_another_core_count(finished, tmp_path):
     tmp, args, _ = finished
     results = tmp_path / "results"
@@ -455,6 +459,7 @@ def _main(capsys, *argv):
     return code, captured.err
 
 
+@ONE_BACKEND
 def test_unknown_study_lists_the_valid_ones(capsys):
     code, err = _main(capsys, "no_such_study")
     assert code == 2
@@ -466,6 +471,7 @@ def test_unknown_study_lists_the_valid_ones(capsys):
     assert "smoke" in study_module.list_studies()
 
 
+@ONE_BACKEND
 def test_unknown_arm(tmp_path, capsys):
     study = common.write_study(tmp_path / "bad.toml")
     text = open(study).read().replace('"affine_like"]', '"resnet"]')
@@ -476,6 +482,7 @@ def test_unknown_arm(tmp_path, capsys):
     assert "Received: arms=['dense', 'resnet']" in err
 
 
+@ONE_BACKEND
 def test_malformed_study_file(tmp_path, capsys):
     study = tmp_path / "broken.toml"
     study.write_text("[compare\nfamily = 'mlp'\n")
@@ -487,6 +494,7 @@ def test_malformed_study_file(tmp_path, capsys):
     assert err.count("\n") == 1
 
 
+@ONE_BACKEND
 def test_missing_data_dir(tmp_path, capsys):
     study = common.write_study(tmp_path / "tiny.toml")
     code, err = _main(
@@ -506,6 +514,7 @@ def test_missing_data_dir(tmp_path, capsys):
     assert f"Received: data_dir='{tmp_path / 'nowhere'}'" in err
 
 
+@ONE_BACKEND
 def test_wrongly_laid_out_data_dir(tmp_path, capsys):
     (tmp_path / "flat" / "train").mkdir(parents=True)
     study = common.write_study(tmp_path / "tiny.toml")
@@ -523,6 +532,7 @@ def test_wrongly_laid_out_data_dir(tmp_path, capsys):
     assert "it lacks test/" in err and "Received: data_dir=" in err
 
 
+@ONE_BACKEND
 @pytest.mark.parametrize(
     "train_samples,test_samples,match",
     [
@@ -554,6 +564,7 @@ def test_a_study_asking_for_more_images_than_exist(
     assert not (tmp_path / "out" / "results" / "tiny" / "trials.csv").exists()
 
 
+@ONE_BACKEND
 def test_load_data_checks_the_sizes_it_got(tmp_path, monkeypatch):
     from keras_affine_div import datasets
 
@@ -577,6 +588,7 @@ def test_load_data_checks_the_sizes_it_got(tmp_path, monkeypatch):
         runner.load_data(study, data_dir)
 
 
+@ONE_BACKEND
 def test_data_unavailable(tmp_path, capsys, monkeypatch):
     from keras_affine_div import datasets
 
@@ -597,6 +609,7 @@ def test_data_unavailable(tmp_path, capsys, monkeypatch):
     )
 
 
+@ONE_BACKEND
 def test_reproduce_before_the_study_ran(tmp_path, capsys):
     code, err = _main(
         capsys, "smoke", "--results-dir", tmp_path, "--reproduce", "dense", "0"
@@ -606,6 +619,7 @@ def test_reproduce_before_the_study_ran(tmp_path, capsys):
     assert err.endswith("Received: study='smoke'\n")
 
 
+@ONE_BACKEND
 def test_reproduce_an_unknown_run(finished, capsys):
     tmp, args, proc = finished
     code, err = _main(capsys, *args, "--reproduce", "dense", "7")
@@ -616,6 +630,7 @@ def test_reproduce_an_unknown_run(finished, capsys):
     assert err.endswith("Received: arm='dense', seed='7'\n")
 
 
+@ONE_BACKEND
 def test_a_changed_study_needs_overwrite(finished, tmp_path, capsys):
     tmp, args, proc = finished
     study = common.write_study(tmp_path / "tiny.toml", epochs=2)
@@ -625,6 +640,7 @@ def test_a_changed_study_needs_overwrite(finished, tmp_path, capsys):
     assert "pass --overwrite" in err
 
 
+@ONE_BACKEND
 def test_incomplete_distributed_environment(capsys, monkeypatch):
     monkeypatch.setenv("KERASTUNER_ORACLE_IP", "127.0.0.1")
     monkeypatch.delenv("KERASTUNER_ORACLE_PORT", raising=False)
@@ -639,6 +655,7 @@ def test_incomplete_distributed_environment(capsys, monkeypatch):
     )
 
 
+@ONE_BACKEND
 def test_bad_port(capsys, monkeypatch):
     monkeypatch.setenv("KERASTUNER_ORACLE_IP", "127.0.0.1")
     monkeypatch.setenv("KERASTUNER_ORACLE_PORT", "http")
@@ -651,6 +668,7 @@ def test_bad_port(capsys, monkeypatch):
     )
 
 
+@ONE_BACKEND
 def test_bad_input_from_the_command_line(tmp_path):
     proc = common.run_sweep(tmp_path, "no_such_study", timeout=300)
     assert proc.returncode == 2
@@ -666,6 +684,7 @@ def test_bad_input_from_the_command_line(tmp_path):
     )
 
 
+@ONE_BACKEND
 def test_keras_tuner_state_is_written_atomically(tmp_path, monkeypatch):
     from keras_tuner.src import utils as kt_utils
     from keras_tuner.src.engine import stateful
@@ -692,6 +711,7 @@ def test_keras_tuner_state_is_written_atomically(tmp_path, monkeypatch):
 # Resuming from the committed results alone.
 
 
+@ONE_BACKEND
 def test_a_fresh_clone_of_finished_results_trains_nothing(
     finished, tmp_path, capsys
 ):
@@ -729,6 +749,7 @@ def test_a_fresh_clone_of_finished_results_trains_nothing(
     assert after == before
 
 
+@ONE_BACKEND
 def test_results_of_an_older_runner_are_not_resumed(tmp_path, capsys):
     study = common.write_study(tmp_path / "tiny.toml")
     out = tmp_path / "results" / "tiny"
@@ -750,6 +771,7 @@ def test_results_of_an_older_runner_are_not_resumed(tmp_path, capsys):
 # One runner per study.
 
 
+@ONE_BACKEND
 def test_a_second_runner_is_refused_and_a_stale_lock_taken_over(
     tmp_path, capsys
 ):
@@ -790,6 +812,7 @@ def test_a_second_runner_is_refused_and_a_stale_lock_taken_over(
     )
 
 
+@ONE_BACKEND
 def test_lock_takes_over_a_dead_holder_and_refuses_a_live_one(tmp_path):
     folder = tmp_path / "study"
     folder.mkdir()
@@ -820,6 +843,7 @@ def test_lock_takes_over_a_dead_holder_and_refuses_a_live_one(tmp_path):
 # The Bayesian tuner (scikit-learn) and the Python API.
 
 
+@ONE_BACKEND
 def test_bayesian_tuner_runs(tmp_path):
     data_dir = common.write_image_folder(tmp_path / "cifar10")
     path = common.write_study(tmp_path / "tiny.toml", max_trials=2)
@@ -843,6 +867,7 @@ def test_bayesian_tuner_runs(tmp_path):
     assert summary["arms"]["affine_like"]["seeds"] == 1
 
 
+@ONE_BACKEND
 def test_tfds_data_dir_reaches_the_loader(tmp_path, capsys, monkeypatch):
     from keras_affine_div import datasets
 
@@ -869,6 +894,7 @@ def test_tfds_data_dir_reaches_the_loader(tmp_path, capsys, monkeypatch):
     assert seen[0]["data_dir"] is None
 
 
+@ONE_BACKEND
 @pytest.mark.parametrize(
     "a, b, same",
     [
@@ -886,6 +912,7 @@ def test_trial_ids_are_compared_as_counters(a, b, same):
     assert runner._same_trial(a, b) is same
 
 
+@ONE_BACKEND
 def test_overwrite_keeps_the_lock_and_the_written_discussion(tmp_path):
     for name in ("trials.csv", "report.md", "README.md", lock.LOCK_NAME):
         (tmp_path / name).write_text("x")
