@@ -167,6 +167,7 @@ def test_reading_results_imports_no_keras():
         [sys.executable, "-c", code],
         capture_output=True,
         text=True,
+        timeout=300,
         check=True,
     ).stdout
     assert out.strip() == "[]"
