@@ -197,39 +197,8 @@ def convert(
     _check_model(model)
     leaves = _graph.leaf_layers(model)
     chosen = _selector(layers, leaves)
-    output_ids = _graph.output_layer_ids(model)
-    targets = {
-        source: getattr(affine_div_layers, target, None)
-        for source, target in _TARGETS[kind].items()
-    }
-
-    replacements = {}  # id(layer) -> the class it becomes
-    converted, skipped = {}, {}
-    for name, layer in leaves:
-        source = _source_name(layer)
-        if source is None:
-            parent = _parent_source(layer)
-            if parent is not None:
-                skipped[name] = (
-                    f"a subclass of {parent} ({type(layer).__name__}), "
-                    "whose additions a conversion would lose"
-                )
-            continue
-        reason = _reason_to_keep(
-            layer,
-            chosen(name, layer),
-            id(layer) in output_ids and not include_output,
-        )
-        if reason is None and targets[source] is None:
-            reason = (
-                "keras_affine_div.layers has no "
-                f"{_TARGETS[kind][source]} in this version"
-            )
-        if reason is not None:
-            skipped[name] = reason
-            continue
-        replacements[id(layer)] = targets[source]
-        converted[name] = targets[source].__name__
+    kept_outputs = set() if include_output else _graph.output_layer_ids(model)
+    replacements, converted, skipped = _plan(kind, leaves, chosen, kept_outputs)
 
     dropped_ids = {}
     if drop_following_norm:
@@ -285,6 +254,55 @@ def convert(
         skipped=skipped,
     )
     return new_model, report
+
+
+def _plan(kind, leaves, chosen, kept_outputs):
+    """Which of `leaves` become which class, and why the others stay.
+
+    Args:
+        kind: `"affine_like"` or `"norm_like"`.
+        leaves: the `(name, layer)` pairs of `_graph.leaf_layers`.
+        chosen: the `fn(name, layer) -> bool` of `_selector`.
+        kept_outputs: the ids of the output layers left as they are.
+
+    Returns:
+        tuple: `(replacements, converted, skipped)`: id of a layer to the
+        class it becomes, name to that class's name, and name to the
+        reason a candidate is kept.
+    """
+    targets = {
+        source: getattr(affine_div_layers, target, None)
+        for source, target in _TARGETS[kind].items()
+    }
+
+    replacements = {}  # id(layer) -> the class it becomes
+    converted, skipped = {}, {}
+    for name, layer in leaves:
+        source = _source_name(layer)
+        if source is None:
+            parent = _parent_source(layer)
+            if parent is not None:
+                skipped[name] = (
+                    f"a subclass of {parent} ({type(layer).__name__}), "
+                    "whose additions a conversion would lose"
+                )
+            continue
+        reason = _reason_to_keep(
+            layer,
+            chosen(name, layer),
+            id(layer) in kept_outputs,
+        )
+        if reason is None and targets[source] is None:
+            reason = (
+                "keras_affine_div.layers has no "
+                f"{_TARGETS[kind][source]} in this version"
+            )
+        if reason is not None:
+            skipped[name] = reason
+            continue
+        replacements[id(layer)] = targets[source]
+        converted[name] = targets[source].__name__
+    return replacements, converted, skipped
 
 
 def _sorted_by(named_ids, leaves):

@@ -153,6 +153,14 @@ def parser():
         ),
     )
     cli.add_study_size(p)
+    _add_folder_arguments(p)
+    _add_run_arguments(p)
+    _add_which_arguments(p)
+    return p
+
+
+def _add_folder_arguments(p):
+    """Where the data come from and the runs and results go."""
     p.add_argument(
         "--data-dir",
         help=(
@@ -181,6 +189,10 @@ def parser():
             "tuning/runs); shared by the chief and workers when distributed"
         ),
     )
+
+
+def _add_run_arguments(p):
+    """How the study's cells run."""
     p.add_argument(
         "--overwrite",
         action="store_true",
@@ -225,6 +237,10 @@ def parser():
             "every search trial and seed rerun) under DIR/<study>/"
         ),
     )
+
+
+def _add_which_arguments(p):
+    """Which runs: a reproduced row, a repeated search, a share of cells."""
     p.add_argument(
         "--reproduce",
         nargs=2,
@@ -273,7 +289,6 @@ def parser():
             "column), a share like --arms (default: every condition)"
         ),
     )
-    return p
 
 
 def _positive_int(text):
