@@ -154,12 +154,19 @@ def test_the_hyperparameter_names_are_the_hypermodels():
     assert schema.OBJECTIVE == hypermodels.OBJECTIVE
 
 
+def test_our_arms_are_the_registry_s():
+    from keras_affine_div import models
+    from tuning import comparisons
+
+    assert comparisons.OUR_ARMS == models.arm_names(ours=True)
+
+
 def test_reading_results_imports_no_keras():
     # In a fresh process: this one has Keras already.
     code = (
         "import sys\n"
         "from tuning import bracketing, progress, records, schema, statistics\n"
-        "from tuning import study\n"
+        "from tuning import pooled, report, study\n"
         "print(sorted(m for m in ('keras', 'keras_tuner', 'keras_affine_div',"
         " 'tensorflow', 'jax', 'torch') if m in sys.modules))\n"
     )
