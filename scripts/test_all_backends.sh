@@ -3,7 +3,7 @@
 # backend per process: KERAS_BACKEND is read at import). Extra arguments go
 # to pytest, e.g. `scripts/test_all_backends.sh -x -k dense`.
 # BACKENDS="jax torch" restricts the loop. The backend-independent tests
-# (marked `backend_independent`) run in the jax pass only (conftest.py); the
+# (marked `backend_independent`) run in the torch pass only (conftest.py); the
 # slowest tests of each pass are listed at its end.
 # Each pass runs on TEST_WORKERS pytest-xdist workers (default 2; 1 runs in
 # one process), a test module per worker at a time (`--dist loadfile`, so

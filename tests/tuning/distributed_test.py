@@ -63,7 +63,7 @@ def _wait_for(log, text, procs, timeout=300):
 
 
 @pytest.mark.slow
-@pytest.mark.requires_backend("jax")
+@pytest.mark.requires_backend("torch")
 def test_chief_and_two_workers_survive_a_killed_worker(tmp_path):
     data_dir = common.write_image_folder(tmp_path / "cifar10")
     # The bracketing search: its initial grid of 3 rates is the budget.

@@ -24,7 +24,7 @@ from tuning import study as study_module
 
 # The end-to-end cases run on one backend: the rules do not depend on it
 # (tests/tuning/sweep_test.py runs a whole study on each).
-ONE_BACKEND = pytest.mark.requires_backend("jax")
+ONE_BACKEND = pytest.mark.requires_backend("torch")
 
 
 def _tiny(tmp_path, protocol=None, seed=0):
