@@ -88,7 +88,9 @@ def read_repeats(out_dir):
 
     Returns:
         dict: search seed (int) to the rows of its `trials.csv`, for every
-        `repeats/search-seed-<N>/` folder with rows, by seed.
+        `repeats/search-seed-<N>/` folder with rows, by seed: the rows of
+        its finished cells only (those `cells.csv` lists), so that a cell
+        still training its seeds does not enter the selection noise.
     """
     folder = os.path.join(out_dir, study_module.REPEATS_DIR)
     if not os.path.isdir(folder):
@@ -98,7 +100,16 @@ def read_repeats(out_dir):
         prefix = "search-seed-"
         if not name.startswith(prefix) or not name[len(prefix) :].isdigit():
             continue
-        rows = records.read_csv(os.path.join(folder, name, schema.TRIALS_CSV))
+        path = os.path.join(folder, name)
+        finished = {
+            (c.get("condition", ""), c["arm"])
+            for c in records.read_csv(os.path.join(path, schema.CELLS_CSV))
+        }
+        rows = [
+            r
+            for r in records.read_csv(os.path.join(path, schema.TRIALS_CSV))
+            if (r.get("condition", ""), r["arm"]) in finished
+        ]
         if rows:
             repeats[int(name[len(prefix) :])] = rows
     return dict(sorted(repeats.items()))

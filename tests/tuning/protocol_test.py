@@ -9,6 +9,7 @@
   even where the test split would choose otherwise.
 """
 
+import csv
 import pathlib
 
 import pytest
@@ -414,6 +415,21 @@ def test_a_repeated_search_goes_apart_and_into_the_report(runs):
     text = report.render_folder(str(out_dir))
     assert "## Selection noise" in text
     assert "| affine_like | 1 |" in text
+
+
+def test_a_repeated_cell_still_training_stays_out_of_the_noise(tmp_path):
+    folder = tmp_path / "study" / "repeats" / "search-seed-1"
+    folder.mkdir(parents=True)
+    finished = _cell_rows("c1", "dense", [0.5, 0.51])
+    training = _cell_rows("c1", "affine_like", [0.6])
+    with open(folder / schema.TRIALS_CSV, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(finished[0]))
+        writer.writeheader()
+        writer.writerows(finished + training)
+    (folder / schema.CELLS_CSV).write_text("condition,arm\nc1,dense\n")
+    assert report.read_repeats(str(tmp_path / "study")) == {1: finished}
+    (folder / schema.CELLS_CSV).unlink()
+    assert report.read_repeats(str(tmp_path / "study")) == {}
 
 
 def test_repeat_needs_another_search_seed(tmp_path):
