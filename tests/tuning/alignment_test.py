@@ -2,6 +2,7 @@
 
 import keras
 import numpy as np
+import pytest
 
 from keras_affine_div import layers
 from tests.tuning import common
@@ -56,6 +57,9 @@ def test_one_sample_steps_are_exact_and_batches_spread_them():
     assert eight["mean_cosine"] < 0.999
 
 
+# The tool end to end on one backend: what it measures is checked on every
+# backend by the exact one-sample steps above.
+@pytest.mark.requires_backend("torch")
 def test_a_study_measured_at_initialisation(tmp_path, capsys):
     data_dir = common.write_image_folder(tmp_path / "cifar10")
     study = common.write_study(tmp_path / "tiny.toml")
