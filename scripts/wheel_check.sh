@@ -28,10 +28,10 @@ for backend in ${@:-jax torch}; do
   "$PYTHON" -m venv "$work/venv-$backend"
   if [ "$backend" = torch ]; then
     # Alone, so that no other package is looked up on torch's index.
-    "$work/venv-$backend/bin/python" -m pip install -q --no-deps \
+    "$work/venv-$backend/bin/python" -m pip install -q --no-compile --no-deps \
       --extra-index-url "$torch_index" "$pin" 2>&1 | { grep -v "is ignored" || true; }
   fi
-  "$work/venv-$backend/bin/python" -m pip install -q "$work"/dist/*.whl \
+  "$work/venv-$backend/bin/python" -m pip install -q --no-compile "$work"/dist/*.whl \
     "$keras_pin" "$pin" 2>&1 | { grep -v "is ignored" || true; }
   (cd "$work" && KERAS_BACKEND="$backend" \
     "$work/venv-$backend/bin/python" "$root/scripts/wheel_smoke.py")
