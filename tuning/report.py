@@ -153,7 +153,7 @@ def render(runs, search, summary, fresh=(), repeats=None, joined=None):
     """
     selects = selection_study.selected_keys(summary, runs[0].get("study"))
     if selects:
-        return _render_selection(runs, search, summary, fresh, selects)
+        return _render_selection(runs, search, summary, fresh, selects, joined)
     own = runs
     if joined:
         runs = list(joined["runs"]) + list(runs)
@@ -207,13 +207,24 @@ def _joined_note(joined):
     return []
 
 
-def _render_selection(runs, search, summary, fresh, selects):
-    """The report of a selection study: validation only, no test number."""
-    lines = _opening(runs, summary) + [
+def _render_selection(runs, search, summary, fresh, selects, joined=None):
+    """The report of a selection study: validation only, no test number.
+    The rows of a study it extends join its choices (`render`)."""
+    own = runs
+    if joined:
+        runs = list(joined["runs"]) + list(runs)
+    lines = _opening(own, summary) + _joined_note(joined)
+    lines += [
         "## Choice, on validation only",
         "",
-        f"A selection study: it chooses {_names(selects)} for each arm "
-        "(and each value of the other grid keys). Each value searched its "
+        "A selection study: it chooses "
+        + (
+            "among the nets built on each layer of ours (the arm and its "
+            "stem and head variants)"
+            if selection_study.ARM in selects
+            else f"{_names(selects)} for each arm"
+        )
+        + " (and each value of the other grid keys). Each value searched its "
         "own learning rate on the validation split; its chosen rate was "
         "then retrained on the seeds, whose mean validation accuracy ranks "
         "the values. The search's own best validation accuracy is shown "
@@ -241,7 +252,7 @@ def _render_selection(runs, search, summary, fresh, selects):
         lines.append("")
     lines += report_tables.bracket_section(runs)
     lines += report_seeds.seeds_section(
-        runs, summary, fresh, metric="val_accuracy"
+        own, summary, fresh, metric="val_accuracy"
     )
     replayed = replays.replaying_rows(runs, summary.get("config") or {})
     if replayed:

@@ -1,10 +1,12 @@
 """What a selection study (a pilot) chooses, on validation only.
 
 A selection study declares `[compare] selects`: the grid keys it chooses
-(e.g. `epochs`) for each arm and each value of the other grid keys. The
-value whose seed reruns have the highest mean validation accuracy is the
-choice; test accuracy plays no part. Pure functions of the rows;
-`tuning.report` renders them.
+(e.g. `epochs`) for each arm and each value of the other grid keys, or
+`"arm"`, a choice among its arms: the nets built on one layer of ours (an
+arm and its variants, named `<arm>_stem`, `<arm>_head`, `<arm>_stem_head`)
+form one group. The value whose seed reruns have the highest mean
+validation accuracy is the choice; test accuracy plays no part. Pure
+functions of the rows; `tuning.report` renders them.
 """
 
 import math
@@ -12,6 +14,20 @@ import math
 from tuning import result_rows
 from tuning import statistics
 from tuning import study as study_module
+
+ARM = study_module.ARM
+# The suffixes of an arm's variants (`keras_affine_div.models`: a plain
+# stem, a corrected head, both), longest first.
+VARIANT_SUFFIXES = ("_stem_head", "_stem", "_head")
+
+
+def base_arm(arm):
+    """The arm a variant is built from: `"patch_norm"` for
+    `"patch_norm_stem_head"`; an arm that is no variant is its own."""
+    for suffix in VARIANT_SUFFIXES:
+        if arm.endswith(suffix) and len(arm) > len(suffix):
+            return arm[: -len(suffix)]
+    return arm
 
 
 def selected_keys(summary, name=None):
@@ -34,15 +50,16 @@ def selected_keys(summary, name=None):
 def choices(runs, summary, selects):
     """What a selection study chooses, on validation only.
 
-    Cells are grouped by arm and by the grid values outside `selects`; in
-    each group, the value of `selects` whose seed reruns have the highest
-    mean validation accuracy (at the cell's chosen learning rate) is the
-    choice. Test accuracy plays no part.
+    Cells are grouped by arm (by `base_arm` where `selects` holds
+    `"arm"`) and by the grid values outside `selects`; in each group, the
+    value of `selects` whose seed reruns have the highest mean validation
+    accuracy (at the cell's chosen learning rate) is the choice. Test
+    accuracy plays no part.
 
     Args:
         runs: the rows of `trials.csv`.
         summary: dict, the content of `summary.json`.
-        selects: the grid keys chosen.
+        selects: the grid keys chosen, or `"arm"`.
 
     Returns:
         list of dicts, one per group in the order of `runs`: `group` (str:
@@ -51,14 +68,19 @@ def choices(runs, summary, selects):
         chosen trial, `val_accuracy` mean over the seeds, `seeds`), and
         `chosen` (the `value` chosen).
     """
+    by_arm = ARM in selects
     grid = [
-        k for k in result_rows.grid_keys(summary) or selects if k not in selects
+        k
+        for k in result_rows.grid_keys(summary) or selects
+        if k not in selects and k != ARM
     ]
     conditions = summary.get("conditions") or {}
 
     def setting(row, key):
         # The row's own column, else the condition's value in the summary
         # (rows written before the runner wrote every grid key).
+        if key == ARM:
+            return row["arm"]
         if row.get(key) not in (None, ""):
             return row[key]
         values = (conditions.get(row.get("condition", "")) or {}).get(
@@ -68,9 +90,8 @@ def choices(runs, summary, selects):
 
     groups = {}
     for row in runs:
-        group = " ".join(
-            [row["arm"]] + [f"{k}={setting(row, k)}" for k in grid]
-        )
+        arm = base_arm(row["arm"]) if by_arm else row["arm"]
+        group = " ".join([arm] + [f"{k}={setting(row, k)}" for k in grid])
         value = ", ".join(f"{k}={setting(row, k)}" for k in selects)
         groups.setdefault(group, {}).setdefault(value, []).append(row)
     out = []

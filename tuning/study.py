@@ -53,7 +53,9 @@ Two top-level keys besides `description`:
   trains from seed `i`, which is search trial `i`'s seed when the search
   seed is 0.
 - `selects` in `[compare]`: the `[grid]` keys a *selection study* (a pilot)
-  chooses. Its report ranks their values on validation accuracy only and
+  chooses, or `"arm"`: a choice among its arms, each layer of ours among
+  the nets built on it (a CNN's all-ours net and its stem and head
+  variants). Its report ranks the values on validation accuracy only and
   shows no test number.
 - `extends` in `[compare]`: another study whose cells this one adds arms
   to (say, a comparator it lacked), with the same `[search]`, `[fixed]`
@@ -83,6 +85,7 @@ from tuning.study_checks import check_values
 from tuning.study_files import STUDIES_DIR
 from tuning.study_files import list_studies
 from tuning.study_files import load_study
+from tuning.study_keys import ARM
 from tuning.study_keys import COMPARE_KEYS
 from tuning.study_keys import COMPARE_REQUIRED
 from tuning.study_keys import DATASET_SIZES
@@ -113,6 +116,7 @@ from tuning.study_types import rerun_seed
 from tuning.study_types import trial_seed
 
 __all__ = [
+    "ARM",
     "COMPARE_KEYS",
     "COMPARE_REQUIRED",
     "DATASETS",

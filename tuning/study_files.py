@@ -16,6 +16,7 @@ import tomllib
 from tuning.study_checks import check_value
 from tuning.study_checks import check_values
 from tuning.study_checks import is_number
+from tuning.study_keys import ARM
 from tuning.study_keys import COMPARE_KEYS
 from tuning.study_keys import COMPARE_REQUIRED
 from tuning.study_keys import DEFAULT_MARGIN
@@ -276,16 +277,21 @@ def _parse_protocol(data, where):
 
 
 def _parse_selects(compare, grid, where):
-    """The `selects` of `[compare]`: distinct keys of `grid`."""
+    """The `selects` of `[compare]`: distinct keys of `grid`, or `"arm"`
+    (the study chooses among its arms: each layer of ours among the nets
+    built on it, `tuning.selection_study`)."""
     selects = compare.get("selects", [])
     if (
         not isinstance(selects, list)
-        or any(not isinstance(key, str) or key not in grid for key in selects)
+        or any(
+            not isinstance(key, str) or (key not in grid and key != ARM)
+            for key in selects
+        )
         or len(set(selects)) != len(selects)
     ):
         raise StudyError(
             f"{where}: `selects` must be a list of distinct [grid] keys, the "
-            f"settings the study chooses ({list(grid)}). "
+            f"settings the study chooses ({list(grid)}), or {ARM!r}. "
             f"Received: selects={selects!r}"
         )
     return selects
@@ -400,6 +406,13 @@ def _check_extends(study, where):
     def settings(s):
         search = {k: v for k, v in s.search.items() if k != "max_trials"}
         fixed = {k: v for k, v in s.fixed.items() if k != "seeds"}
+        scale = fixed.get("kernel_scale")
+        if isinstance(scale, dict):
+            # A table of one scale per arm: the same for the other study's
+            # arms; the arms added may have their own.
+            fixed["kernel_scale"] = {
+                arm: value for arm, value in scale.items() if arm in other.arms
+            }
         return s.family, search, fixed, list(s.grid)
 
     theirs = {c.name for c in other.conditions()}
@@ -407,8 +420,9 @@ def _check_extends(study, where):
     if settings(study) != settings(other) or missing:
         raise StudyError(
             f"{where}: a study that extends {parent!r} must have its family, "
-            "[search] (but max_trials), [fixed] (but seeds) and [grid] keys, "
-            "and only conditions it has. Received: "
+            "[search] (but max_trials), [fixed] (but seeds, and the kernel "
+            "scales of the arms it adds) and [grid] keys, and only "
+            "conditions it has. Received: "
             + (f"conditions={missing}" if missing else "other settings")
         )
 

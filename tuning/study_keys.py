@@ -29,6 +29,9 @@ COMPARE_KEYS = (
     "selects",
     "extends",
 )
+# The `selects` value of a selection study that chooses among its arms
+# (`tuning.selection_study`), rather than a `[grid]` key.
+ARM = "arm"
 PROTOCOLS = (2, 3)
 DEFAULT_PROTOCOL = 2
 # Search trial `t` of a study with search seed `s` trains from seed

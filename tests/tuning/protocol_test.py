@@ -21,6 +21,7 @@ from tuning import replays
 from tuning import report
 from tuning import runner
 from tuning import schema
+from tuning import selection_study
 from tuning import study as study_module
 
 # The end-to-end cases run on one backend: the rules do not depend on it
@@ -366,6 +367,98 @@ def test_a_selection_study_chooses_on_validation_and_shows_no_test():
     summary = _selection_summary()
     del summary["config"]["compare"]["selects"]
     assert "0.4321" in report.render(rows, [], summary)
+
+
+def _arm_rows():
+    # On validation `patch_norm_stem` and `affine_like_conv` win their
+    # layers; on test the others would.
+    cells = (
+        ("patch_norm", 0.57, 0.9111),
+        ("patch_norm_stem", 0.62, 0.4222),
+        ("patch_norm_head", 0.59, 0.9333),
+        ("affine_like_conv", 0.65, 0.4444),
+        ("affine_like_conv_stem_head", 0.64, 0.9555),
+    )
+    return [
+        dict(
+            _selection_rows()[0],
+            study="variants",
+            condition="epochs-40",
+            kernel_scale="",
+            epochs="40",
+            arm=arm,
+            val_accuracy=str(val),
+            search_val_accuracy=str(val + 0.01),
+            test_accuracy=str(test),
+        )
+        for arm, val, test in cells
+    ]
+
+
+def _arm_summary():
+    summary = _selection_summary()
+    compare = summary["config"]["compare"]
+    compare.update(family="cnn", selects=["arm"])
+    summary["config"]["grid"] = {"epochs": [40]}
+    return dict(summary, study="variants")
+
+
+def test_a_selection_among_arms_groups_each_layers_nets():
+    assert selection_study.base_arm("patch_norm_stem_head") == ("patch_norm")
+    assert selection_study.base_arm("affine_like_head") == "affine_like"
+    assert selection_study.base_arm("conv") == "conv"
+    rows = _arm_rows()
+    pn, alc = report.choices(rows, _arm_summary(), ("arm",))
+    assert pn["group"] == "patch_norm epochs=40"
+    assert [o["value"] for o in pn["options"]] == [
+        "arm=patch_norm",
+        "arm=patch_norm_stem",
+        "arm=patch_norm_head",
+    ]
+    assert pn["chosen"] == "arm=patch_norm_stem"
+    assert alc["group"] == "affine_like_conv epochs=40"
+    assert alc["chosen"] == "arm=affine_like_conv"
+    text = report.render(rows, [], _arm_summary())
+    assert "among the nets built on each layer of ours" in text
+    assert "| arm=patch_norm_stem | 0.1 | True | 0.6300 | 0.6200 | 1 |" in text
+    for test in ("0.9111", "0.4222", "0.9333", "0.4444", "0.9555", "0.911"):
+        assert test not in text
+
+
+def test_a_selection_joins_the_rows_of_the_study_it_extends():
+    # The all-ours nets come from the study extended; their rows compete.
+    rows = _arm_rows()
+    theirs = [r for r in rows if r["arm"] in ("patch_norm", "affine_like_conv")]
+    ours = [r for r in rows if r not in theirs]
+    joined = {"name": "epochs-pilot", "runs": theirs, "search": []}
+    text = report.render(ours, [], _arm_summary(), joined=joined)
+    assert "This study adds arms to `epochs-pilot`" in text
+    chosen = "| 0.1 | True | {} | 1 | **chosen** |"
+    assert "| arm=affine_like_conv " + chosen.format("0.6600 | 0.6500") in text
+    alone = report.render(ours, [], _arm_summary())
+    assert (
+        "| arm=affine_like_conv_stem_head " + chosen.format("0.6500 | 0.6400")
+        in alone
+    )
+    assert "arm=affine_like_conv |" not in alone
+
+
+def test_an_extending_study_may_add_its_arms_kernel_scales(tmp_path):
+    # The variants pilot adds its arms' scales to the table of the study it
+    # extends; a changed scale of that study's own arms is refused.
+    name = "cifar10-cnn-v3-pilot-variants"
+    study = study_module.load_study(name)
+    assert study.selects == ("arm",)
+    assert study.fixed["kernel_scale"]["patch_norm_stem"] == 1.0
+    text = (common.REPO_ROOT / f"tuning/studies/{name}.toml").read_text()
+    old = "kernel_scale = { patch_norm = 1.0,"
+    assert old in text
+    path = tmp_path / "bad.toml"
+    path.write_text(text.replace(old, "kernel_scale = { patch_norm = 0.5,"))
+    with pytest.raises(
+        study_module.StudyError, match=r"must have its family.*other settings"
+    ):
+        study_module.load_study(str(path))
 
 
 def test_selection_is_read_from_the_study_file_of_older_results():
