@@ -34,6 +34,7 @@ import shlex
 import sys
 
 from tuning import cli
+from tuning import markdown
 from tuning import records
 from tuning import schema
 from tuning import study as study_module
@@ -309,10 +310,7 @@ def render(rows, name):
     lines = [
         f"# Alignment against batch size: {name}",
         "",
-        "Command"
-        + ("s" if len(commands) > 1 else "")
-        + ": "
-        + "; ".join(f"`{c}`" for c in commands)
+        markdown.commands(commands)
         + ". One plain SGD step per layer on disjoint batches of "
         "validation images, the per-sample multipliers and cosines of all "
         "the batches pooled. `median`: the median multiplier of the ideal "

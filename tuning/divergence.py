@@ -22,6 +22,7 @@ import shlex
 import sys
 
 from tuning import cli
+from tuning import markdown
 from tuning import records
 from tuning import schema
 from tuning import study as study_module
@@ -195,10 +196,7 @@ def render(rows, study, command, backend):
     lines = [
         f"# Affine divergence per arm: {study.results_name}",
         "",
-        "Command"
-        + ("s" if len(commands) > 1 else "")
-        + ": "
-        + "; ".join(f"`{c}`" for c in commands)
+        markdown.commands(commands)
         + f" (backend {', '.join(backends)}). Each arm's recorded best "
         "setting, retrained on the seed shown, one batch of validation "
         "images; one SGD step per "

@@ -204,22 +204,15 @@ def _draw_curves(ax_loss, ax_acc, arms, curves):
             )
             epochs = [int(r["epoch"]) for r in rows]
             label = arm if j == 0 else None
-            ax_loss.plot(
-                epochs,
-                [float(r["loss"]) for r in rows],
-                "o-",
-                color=f"C{i}",
-                alpha=0.6,
-                label=label,
-            )
-            ax_acc.plot(
-                epochs,
-                [float(r["val_accuracy"]) for r in rows],
-                "o-",
-                color=f"C{i}",
-                alpha=0.6,
-                label=label,
-            )
+            for ax, key in ((ax_loss, "loss"), (ax_acc, "val_accuracy")):
+                ax.plot(
+                    epochs,
+                    [float(r[key]) for r in rows],
+                    "o-",
+                    color=f"C{i}",
+                    alpha=0.6,
+                    label=label,
+                )
     for ax, name in (
         (ax_loss, "training loss"),
         (ax_acc, "validation accuracy"),

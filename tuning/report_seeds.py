@@ -111,13 +111,9 @@ def fresh_seeds_section(runs, summary, fresh, cells):
                 f"{_comparison(c)}: {_word(c['verdict'])} -> "
                 f"{_word(f['verdict'])}"
             )
-    return lines + [
-        "",
-        "Verdicts that change with fresh seeds: "
-        + ("; ".join(changed) if changed else "none")
-        + ".",
-        "",
-    ]
+    return lines + markdown.listing(
+        "Verdicts that change with fresh seeds", changed
+    )
 
 
 def selection_noise_section(runs, summary, repeats, protocol):
@@ -185,13 +181,7 @@ def _fragile_table(result, protocol):
         )
         if v["fragile"]:
             fragile.append(f"{_comparison(v)} ({_word(v['verdict'])})")
-    return lines + [
-        "",
-        "Fragile verdicts: "
-        + ("; ".join(fragile) if fragile else "none")
-        + ".",
-        "",
-    ]
+    return lines + markdown.listing("Fragile verdicts", fragile)
 
 
 def _comparison(c):
