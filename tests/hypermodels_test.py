@@ -459,6 +459,9 @@ def test_warmup_steps(warmup_epochs, epochs, steps, expected):
     assert hypermodels.warmup_steps(warmup_epochs, epochs, steps) == expected
 
 
+# KerasTuner's own loop on one backend; the schedule itself runs on every
+# backend (test_fit_runs_the_cosine_schedule_over_the_whole_run).
+@pytest.mark.requires_backend("torch")
 def test_stock_hyperband_with_the_cosine_schedule(tmp_path):
     # Hyperband's first rung trains 1 epoch, no longer than the warm-up;
     # later rungs resume from `initial_epoch`. Every trial must train.

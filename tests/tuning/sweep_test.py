@@ -131,6 +131,7 @@ def test_end_to_end(finished):
     ) == sorted(ARMS)
 
 
+@ONE_BACKEND
 def test_reproduce(finished):
     tmp, args, proc = finished
     assert proc.returncode == 0
