@@ -219,12 +219,13 @@ def _render_selection(runs, search, summary, fresh, selects, joined=None):
         "",
         "A selection study: it chooses "
         + (
-            "among the nets built on each layer of ours (the arm and its "
-            "stem and head variants)"
+            "among the nets built on each layer of ours, the arm and its "
+            "stem and head variants, for each value of the other grid keys."
             if selection_study.ARM in selects
-            else f"{_names(selects)} for each arm"
+            else f"{_names(selects)} for each arm (and each value of the "
+            "other grid keys)."
         )
-        + " (and each value of the other grid keys). Each value searched its "
+        + " Each value searched its "
         "own learning rate on the validation split; its chosen rate was "
         "then retrained on the seeds, whose mean validation accuracy ranks "
         "the values. The search's own best validation accuracy is shown "
