@@ -29,9 +29,13 @@ setup: $(STAMP)
 TORCH_PIN := $(shell grep -E '^torch==' requirements-cpu.txt)
 TORCH_INDEX := $(shell sed -n 's/^\# torch index: //p' requirements-cpu.txt)
 
-# --no-compile: Python compiles what it imports when it first does (pip's
-# compiling every file of TensorFlow, JAX and PyTorch took about half of
-# the set-up's time here).
+# --no-compile: Python compiles what it imports when it first does, and
+# caches it (pip's compiling every file of TensorFlow, JAX and PyTorch took
+# about half of the set-up's time here). The cache is what makes that
+# cheap: where the environment forbids it (PYTHONDONTWRITEBYTECODE), every
+# process of the suite would recompile Keras and a backend from source,
+# so the commands here allow it.
+unexport PYTHONDONTWRITEBYTECODE
 PIP_INSTALL := $(VENV)/bin/python -m pip install -q --disable-pip-version-check --no-compile
 
 $(STAMP): requirements-cpu.txt pyproject.toml
