@@ -3,7 +3,7 @@
 `sgd_step` runs the model on a batch with a `LayerProbe` on one layer:
 it records the layer's input, reads the gradient of the model's loss with
 respect to the layer's output `z` (the pre-activation output for a
-Dense-like or Conv-like layer), takes one plain SGD step on the layer's own
+Dense-like, Conv-like or EinsumDense-like layer), takes one plain SGD step on the layer's own
 weights and evaluates `z` again. `keras_affine_div.diagnostics` compares
 the two outputs with the ideal step; the helpers here find the layer, the
 loss and the input norms that it reports.
@@ -25,10 +25,13 @@ from keras_affine_div.layers import AffineLikeConv1D
 from keras_affine_div.layers import AffineLikeConv2D
 from keras_affine_div.layers import AffineLikeConv3D
 from keras_affine_div.layers import AffineLikeDense
+from keras_affine_div.layers import AffineLikeEinsumDense
 from keras_affine_div.layers import NormLikeDense
+from keras_affine_div.layers import NormLikeEinsumDense
 from keras_affine_div.layers import PatchNormConv1D
 from keras_affine_div.layers import PatchNormConv2D
 from keras_affine_div.layers import PatchNormConv3D
+from keras_affine_div.layers._einsum_equation import contracted_axes
 
 DENSE_LIKE = (keras.layers.Dense, AffineLikeDense, NormLikeDense)
 CONV_LIKE = (
@@ -42,6 +45,14 @@ CONV_LIKE = (
     PatchNormConv2D,
     PatchNormConv3D,
 )
+EINSUM_LIKE = (
+    keras.layers.EinsumDense,
+    AffineLikeEinsumDense,
+    NormLikeEinsumDense,
+)
+# The layers measured before their activation: affine maps of their input
+# (for the package's layers, of their divided input) followed by it.
+AFFINE_MAPS = DENSE_LIKE + CONV_LIKE + EINSUM_LIKE
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -153,7 +164,7 @@ class LayerProbe:
     """Rewires a layer for the measurement, and restores it on exit.
 
     While active, `layer.call` returns `z`: the pre-activation output for a
-    Dense-like or Conv-like layer (its `activation` is set to linear), the
+    Dense-like, Conv-like or EinsumDense-like layer (its `activation` is set to linear), the
     output for any other layer. Inside the model's forward pass
     (`in_model=True`) the wrapper also adds `offset` (the probe
     differentiated against) to `z` and applies the original activation, so
@@ -173,7 +184,7 @@ class LayerProbe:
         self._own_call = "call" in vars(layer)
         self._call = layer.call
         self._activation = None
-        if isinstance(layer, DENSE_LIKE + CONV_LIKE):
+        if isinstance(layer, AFFINE_MAPS):
             self._activation = layer.activation
 
         def call(*args, **kwargs):
@@ -273,12 +284,19 @@ def get_loss(loss):
 
 
 def input_sq_norm(layer, inputs):
-    """`|x_i|^2` (Dense-like) or the mean `|P_p|^2` (Conv-like), per sample.
+    """The squared norm of what a layer's output is affine in, per sample.
 
-    Computed in float32. A Conv-like layer's patch norms are those it
-    divides by (`keras_affine_div.ops.patch_squared_norms` with the layer's
-    kernel size, strides, padding, dilation and groups): one per output
-    position and group, averaged over both.
+    Computed in float32, and averaged per sample over the positions it
+    takes:
+
+    - a Conv-like layer: the patch norms `|P_p|^2` it divides by
+      (`keras_affine_div.ops.patch_squared_norms` with the layer's kernel
+      size, strides, padding, dilation and groups), one per output position
+      and group;
+    - an EinsumDense-like layer: `|x_c|^2` of the input entries its
+      equation contracts, one per position along the other input axes
+      (the entry itself squared where nothing is contracted);
+    - any other layer: `|x|^2` over the input's last axis.
     """
     x = ops.cast(inputs, "float32")
     if isinstance(layer, CONV_LIKE):
@@ -291,6 +309,9 @@ def input_sq_norm(layer, inputs):
             dilation_rate=layer.dilation_rate,
             groups=layer.groups,
         )
+    elif isinstance(layer, EINSUM_LIKE):
+        axes = contracted_axes(layer.equation, len(x.shape))
+        sq_norms = ops.sum(ops.square(x), axis=axes) if axes else ops.square(x)
     else:
         sq_norms = ops.sum(ops.square(x), axis=-1)
     sq_norms = np.asarray(ops.convert_to_numpy(sq_norms), "float64")

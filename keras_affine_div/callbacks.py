@@ -94,13 +94,13 @@ class AlignmentMonitor(keras.callbacks.Callback):
 
     The learning rate is read from `model.optimizer.learning_rate` at the
     end of the epoch (the value of a `LearningRateSchedule` at the current
-    step) and converted to a Python float. For the Dense-like and Conv-like
-    layers the multipliers do not depend on it (they are affine in their
-    weights); it sets the size of the trial step, whose round-off is
-    relatively larger at small rates (under a mixed-precision policy it can
-    dominate: see `diagnostics.activation_update_alignment`). An epoch whose rate is not a
-    finite float > 0 (a schedule decayed to 0) is not measured: the monitor
-    warns and writes nothing for it.
+    step) and converted to a Python float. For the Dense-like, Conv-like
+    and EinsumDense-like layers the multipliers do not depend on it (they
+    are affine in their weights); it sets the size of the trial step, whose
+    round-off is relatively larger at small rates (under a mixed-precision
+    policy it can dominate: see `diagnostics.activation_update_alignment`).
+    An epoch whose rate is not a finite float > 0 (a schedule decayed to 0)
+    is not measured: the monitor warns and writes nothing for it.
 
     Cost: for each measured layer, `diagnostics.activation_update_alignment`
     runs, eagerly (not compiled) and in inference mode, two forward passes
@@ -125,7 +125,7 @@ class AlignmentMonitor(keras.callbacks.Callback):
             layer objects or names, each with trainable weights and called
             once per forward pass. Defaults to `None`: the layers
             `diagnostics.alignment_report` measures, every trainable
-            Dense-like and Conv-like layer.
+            Dense-like, Conv-like and EinsumDense-like layer.
         every_n_epochs: positive int, measure at the end of every n-th
             epoch. Defaults to `1`.
 

@@ -20,11 +20,12 @@ dz_i = -eta sum_j K_ij g_j,    K_ij = x_i . x_j + 1
   between the two steps, with their summaries (the median and the 10th
   and 90th percentiles of `scale`, which read as multipliers whatever the
   mean).
-- `alignment_report` does it for every Dense-like and Conv-like layer of a
-  model, one summary row per layer.
+- `alignment_report` does it for every Dense-like, Conv-like and
+  EinsumDense-like layer of a model, one summary row per layer.
 
-For a Dense-like or Conv-like layer, `z` is the pre-activation output (the
-affine output the theory speaks of): a layer built with an `activation` is
+For a Dense-like, Conv-like or EinsumDense-like layer, `z` is the
+pre-activation output (the affine output the theory speaks of): a layer
+built with an `activation` is
 measured as if the activation were the next layer of the model, so `g` is
 the gradient with respect to its input. Any other layer with trainable
 weights is measured at its output.
@@ -47,6 +48,7 @@ from keras_affine_div import _probe
 from keras_affine_div import _validation
 from keras_affine_div._probe import CONV_LIKE
 from keras_affine_div._probe import DENSE_LIKE
+from keras_affine_div._probe import EINSUM_LIKE
 from keras_affine_div._probe import find_layer as _find_layer
 from keras_affine_div._probe import get_loss as _get_loss
 
@@ -110,9 +112,12 @@ class ActivationUpdateAlignment:
             `(batch_size,)`: for a Conv-like layer, the mean over output
             positions (and channel groups) of the squared patch norm
             `|P_p|^2` (window x the input channels of a group: what the
-            layers of this package divide by); for any other layer,
-            `|x_i|^2` of its input over the last axis (averaged over the
-            other axes for inputs of rank > 2).
+            layers of this package divide by); for an EinsumDense-like
+            layer, the mean over the positions it keeps of `|x_c|^2`, the
+            squared norm of the input entries its equation contracts (what
+            the einsum layers of this package divide by); for any other
+            layer, `|x_i|^2` of its input over the last axis (averaged over
+            the other axes for inputs of rank > 2).
 
     Example:
 
@@ -241,12 +246,12 @@ def activation_update_alignment(model, layer, x, y, loss, learning_rate=1e-3):
     """Measures how one SGD step on `layer` moves its activations.
 
     On the batch `(x, y)`: computes the layer's output `z` (before its
-    activation for a Dense-like or Conv-like layer) and the gradient
-    `g = dL/dz` of the model's mean loss `L`, takes one plain SGD step of
-    size `learning_rate` on that layer's own trainable weights only (the
-    single-layer view of the theory), recomputes `z'`, and compares
-    `dz = z' - z` with the ideal step `-learning_rate * g`, sample by
-    sample. In formulas, with `x_l` the layer's input:
+    activation for a Dense-like, Conv-like or EinsumDense-like layer) and
+    the gradient `g = dL/dz` of the model's mean loss `L`, takes one plain
+    SGD step of size `learning_rate` on that layer's own trainable weights
+    only (the single-layer view of the theory), recomputes `z'`, and
+    compares `dz = z' - z` with the ideal step `-learning_rate * g`, sample
+    by sample. In formulas, with `x_l` the layer's input:
 
     ```
     dL/dW = grad_W <g, layer(W, x_l)>
@@ -352,15 +357,23 @@ def activation_update_alignment(model, layer, x, y, loss, learning_rate=1e-3):
 def alignment_report(model, x, y, loss, learning_rate=1e-3):
     """Runs `activation_update_alignment` over the layers of a model.
 
-    Every trainable Dense-like (`Dense`, `AffineLikeDense`, `NormLikeDense`)
-    and Conv-like (`Conv1D`, `Conv2D`, `Conv3D` and the `AffineLikeConv*D`
-    and `PatchNormConv*D` layers of this package) layer of `model`, nested
-    models included, in the order of `model.layers`; frozen layers are
-    skipped. A quick health check of a whole network: an aligned layer has
-    `median_scale` near its nominal multiplier (1 for the affine-like
-    layers, `|x|^2 + 1` for a plain `Dense`), a `spread_scale` small next
-    to it and `mean_cosine` near 1 (see `ActivationUpdateAlignment` for how
-    to read each summary).
+    Every trainable Dense-like (`Dense`, `AffineLikeDense`, `NormLikeDense`),
+    Conv-like (`Conv1D`, `Conv2D`, `Conv3D` and the `AffineLikeConv*D`
+    and `PatchNormConv*D` layers of this package) and EinsumDense-like
+    (`EinsumDense`, `AffineLikeEinsumDense`, `NormLikeEinsumDense`) layer
+    of `model`, nested models included, in the order of `model.layers`;
+    frozen layers are skipped, and so are layers that another layer holds
+    rather than a model (the projections inside Keras'
+    `MultiHeadAttention`: build attention from `EinsumDense` layers of the
+    model to measure them). A quick health check of a whole network: an
+    aligned layer has `median_scale` near its nominal multiplier (1 for
+    the affine-like layers, `|x|^2 + 1` for a plain `Dense`), a
+    `spread_scale` small next to it and `mean_cosine` near 1 (see
+    `ActivationUpdateAlignment` for how to read each summary). A layer
+    applied at several positions of a sample (a convolution, an
+    `EinsumDense` per token) shares one step between them as between the
+    samples of a batch: its multiplier is the nominal one only where a
+    sample has one position.
 
     Args:
         model: a built `keras.Model` that calls each of those layers once
@@ -380,8 +393,8 @@ def alignment_report(model, x, y, loss, learning_rate=1e-3):
 
     Raises:
         TypeError: as `activation_update_alignment`.
-        ValueError: if `model` has no trainable Dense-like or Conv-like
-            layer, and as `activation_update_alignment`.
+        ValueError: if `model` has no trainable Dense-like, Conv-like or
+            EinsumDense-like layer, and as `activation_update_alignment`.
 
     Example:
 
@@ -410,12 +423,14 @@ def alignment_report(model, x, y, loss, learning_rate=1e-3):
     targets = [
         layer
         for layer in _probe.walk_layers(model)
-        if isinstance(layer, DENSE_LIKE + CONV_LIKE) and layer.trainable_weights
+        if isinstance(layer, DENSE_LIKE + CONV_LIKE + EINSUM_LIKE)
+        and layer.trainable_weights
     ]
     if not targets:
         raise ValueError(
-            "Expected a model with at least one trainable Dense-like or "
-            "Conv-like layer. Received: model with layers "
+            "Expected a model with at least one trainable Dense-like, "
+            "Conv-like or EinsumDense-like layer. Received: model with "
+            "layers "
             f"{[layer.name for layer in _probe.walk_layers(model)]}"
         )
     return [

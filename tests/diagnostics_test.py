@@ -18,10 +18,13 @@ from keras_affine_div.layers import AffineLikeConv1D
 from keras_affine_div.layers import AffineLikeConv2D
 from keras_affine_div.layers import AffineLikeConv3D
 from keras_affine_div.layers import AffineLikeDense
+from keras_affine_div.layers import AffineLikeEinsumDense
 from keras_affine_div.layers import NormLikeDense
+from keras_affine_div.layers import NormLikeEinsumDense
 from keras_affine_div.layers import PatchNormConv1D
 from keras_affine_div.layers import PatchNormConv2D
 from keras_affine_div.layers import PatchNormConv3D
+from keras_affine_div.layers._einsum_equation import contracted_axes
 from tests.layers import reference
 from tests.layers.common import skip_unless_supported
 
@@ -143,6 +146,30 @@ SINGLE_SAMPLE_CASES = {
         (2, 3),
         _norm_like_scale,
     ),
+    "einsum_dense": (
+        lambda: keras.layers.EinsumDense("ab,bc->ac", 5, bias_axes="c"),
+        (4,),
+        _dense_scale,
+    ),
+    "affine_like_einsum_dense": (
+        lambda: AffineLikeEinsumDense("ab,bc->ac", 5, bias_axes="c"),
+        (4,),
+        _one_scale,
+    ),
+    "norm_like_einsum_dense": (
+        lambda: NormLikeEinsumDense(
+            "ab,bc->ac", 5, bias_axes="c", epsilon=EPSILON
+        ),
+        (4,),
+        _norm_like_scale,
+    ),
+    # Both input axes of a sample contracted: one "position", |x|^2 over
+    # all of it.
+    "einsum_dense_two_contracted_axes": (
+        lambda: keras.layers.EinsumDense("abc,bcd->ad", 5, bias_axes="d"),
+        (2, 3),
+        _dense_scale,
+    ),
     "conv3d": (lambda: keras.layers.Conv3D(4, 2), (2, 2, 2, 2), _dense_scale),
     "affine_like_conv3d": (
         lambda: AffineLikeConv3D(4, 2),
@@ -206,16 +233,43 @@ def test_layer_by_name_equals_layer_by_object():
     np.testing.assert_array_equal(by_object.cosine, by_name.cosine)
 
 
-def test_a_layer_with_an_activation_is_measured_before_it():
+ACTIVATION_CASES = {
+    "dense": (
+        lambda **kw: keras.layers.Dense(5, name="d", **kw),
+        _dense_scale,
+    ),
+    "einsum_dense": (
+        lambda **kw: keras.layers.EinsumDense(
+            "ab,bc->ac", 5, bias_axes="c", name="d", **kw
+        ),
+        _dense_scale,
+    ),
+    "affine_like_einsum_dense": (
+        lambda **kw: AffineLikeEinsumDense(
+            "ab,bc->ac", 5, bias_axes="c", name="d", **kw
+        ),
+        _one_scale,
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    "make_layer,expected_scale",
+    ACTIVATION_CASES.values(),
+    ids=ACTIVATION_CASES.keys(),
+)
+def test_a_layer_with_an_activation_is_measured_before_it(
+    make_layer, expected_scale
+):
     # `Dense(activation="tanh")` must measure what `Dense` followed by an
     # `Activation("tanh")` layer measures: the pre-activation output.
     x, y = _batch((4,), 5)
-    fused = _model(keras.layers.Dense(5, activation="tanh", name="d"), (4,))
+    fused = _model(make_layer(activation="tanh"), (4,))
     fused = keras.Sequential(
         [keras.Input((4,)), fused.get_layer("d"), fused.get_layer("head")]
     )
     weights = _set_weights(fused, 3)
-    split = _model(keras.layers.Dense(5, name="d"), (4,))
+    split = _model(make_layer(), (4,))
     split.set_weights(weights)
     activation = fused.get_layer("d").activation
     a = _measure(fused, "d", x, y)
@@ -226,22 +280,52 @@ def test_a_layer_with_an_activation_is_measured_before_it():
     assert "call" not in vars(fused.get_layer("d"))
     one = _measure(fused, "d", x[:1], y[:1])
     np.testing.assert_allclose(
-        one.scale, [np.sum(np.square(x[0].astype("float64"))) + 1], rtol=2e-3
+        one.scale,
+        [expected_scale(np.sum(np.square(x[0].astype("float64"))))],
+        rtol=2e-3,
     )
 
 
-def test_any_layer_with_trainable_weights_is_measured_at_its_output():
-    # EinsumDense is neither Dense-like nor Conv-like: it is measured at its
-    # output, here an affine map, so one sample gets |x|^2 + 1.
-    layer = keras.layers.EinsumDense("ab,bc->ac", output_shape=5, bias_axes="c")
+class _Scale(keras.layers.Layer):
+    """`z = w * x`, elementwise: a layer with weights that is none of those
+    the diagnostics know."""
+
+    def build(self, input_shape):
+        self.w = self.add_weight(shape=input_shape[1:], initializer="ones")
+
+    def call(self, x):
+        return self.w * x
+
+
+def test_any_other_layer_with_trainable_weights_is_measured_at_its_output():
+    # One SGD step on w moves z_i by -lr x_i * sum_j g_j x_j (elementwise).
+    layer = _Scale()
     model = _model(layer, (4,))
-    x, y = _batch((4,), 1)
-    result = _measure(model, layer, x, y)
-    sq = float(np.sum(np.square(x.astype("float64"))))
-    np.testing.assert_allclose(result.scale, [sq + 1], rtol=2e-3)
-    np.testing.assert_allclose(result.cosine, [1.0], atol=1e-5)
-    np.testing.assert_allclose(result.input_sq_norm, [sq], rtol=1e-6)
-    assert result.layer_class == "EinsumDense"
+    x, y = _batch((4,), 3)
+    result = _measure(model, layer, x, y, learning_rate=0.1)
+    w, head_kernel, head_bias = [
+        w.astype("float64") for w in model.get_weights()
+    ]
+    x64 = x.astype("float64")
+    a = np.tanh(w * x64)
+    d_out = 2.0 * (a @ head_kernel + head_bias - y) / (len(x) * HEAD_UNITS)
+    g = (d_out @ head_kernel.T) * (1.0 - a**2)
+    dz = -0.1 * x64 * np.sum(g * x64, axis=0)
+    ideal = -0.1 * g
+    dot = np.sum(dz * ideal, axis=1)
+    np.testing.assert_allclose(
+        result.scale, dot / np.sum(ideal**2, axis=1), rtol=2e-3, atol=1e-4
+    )
+    np.testing.assert_allclose(
+        result.cosine,
+        dot / (np.linalg.norm(dz, axis=1) * np.linalg.norm(ideal, axis=1)),
+        rtol=2e-3,
+        atol=1e-4,
+    )
+    np.testing.assert_allclose(
+        result.input_sq_norm, np.sum(x64**2, axis=1), rtol=1e-6
+    )
+    assert result.layer_class == "_Scale"
 
 
 def test_affine_like_spread_grows_with_batch_size():
@@ -387,6 +471,96 @@ def test_dense_like_matches_numpy_cross_sample_formula(make_layer, kind):
         result.spread_scale, q90 - q10, rtol=2e-3, atol=2e-4
     )
     assert result.spread_scale > 0
+
+
+# (equation, output_shape, bias_axes, input shape of a sample): per token,
+# as a Dense on
+# a sequence; MultiHeadAttention's output projection (two axes contracted,
+# per token); the same with a leading `...` (batch and tokens elided).
+EINSUM_REFERENCE_EQUATIONS = {
+    "per_token": ("abc,cd->abd", (3, 5), "d", (3, 4)),
+    "two_contracted_axes": ("abcd,cde->abe", (3, 5), "e", (3, 2, 2)),
+    "left_ellipsis": ("...c,cd->...d", 5, "d", (3, 4)),
+}
+EINSUM_REFERENCE_LAYERS = {
+    "einsum_dense": (keras.layers.EinsumDense, {}, "plain"),
+    "affine_like_einsum_dense": (AffineLikeEinsumDense, {}, "affine"),
+    "norm_like_einsum_dense": (
+        NormLikeEinsumDense,
+        {"epsilon": EPSILON},
+        "norm",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    "equation,output_shape,bias_axes,input_shape",
+    EINSUM_REFERENCE_EQUATIONS.values(),
+    ids=EINSUM_REFERENCE_EQUATIONS.keys(),
+)
+@pytest.mark.parametrize(
+    "layer_cls,kwargs,kind",
+    EINSUM_REFERENCE_LAYERS.values(),
+    ids=EINSUM_REFERENCE_LAYERS.keys(),
+)
+def test_einsum_like_matches_numpy_cross_token_formula(
+    layer_cls, kwargs, kind, equation, output_shape, bias_axes, input_shape
+):
+    # Each token's output is an affine map of the token's contracted
+    # entries, flattened: the tokens of a sample share the step as the
+    # samples of a batch do, `K` running over (sample, token) pairs.
+    layer = layer_cls(equation, output_shape, bias_axes=bias_axes, **kwargs)
+    model = _model(layer, input_shape)
+    x, y = _batch(input_shape, 4)
+    result = _measure(model, layer, x, y, learning_rate=0.1)
+    kernel, bias, head_kernel, head_bias = [
+        w.astype("float64") for w in model.get_weights()
+    ]
+    tokens = x.astype("float64").reshape(len(x), input_shape[0], -1)
+    scale, cosine = _reference(
+        kind,
+        tokens,
+        kernel.reshape(-1, 5),
+        bias.reshape(5),
+        head_kernel,
+        head_bias,
+        y,
+        0.1,
+    )
+    np.testing.assert_allclose(result.scale, scale, rtol=2e-3, atol=1e-4)
+    np.testing.assert_allclose(result.cosine, cosine, rtol=2e-3, atol=1e-4)
+    np.testing.assert_allclose(
+        result.input_sq_norm,
+        np.mean(np.sum(tokens**2, axis=2), axis=1),
+        rtol=1e-6,
+    )
+    # Cross-token terms: even the affine-like layer's multiplier is not 1.
+    assert result.spread_scale > 0
+
+
+@pytest.mark.parametrize(
+    "equation,rank,expected",
+    [
+        ("ab,bc->ac", 2, (1,)),
+        ("ab,b->ab", 2, ()),
+        ("abc,cd->abd", 3, (2,)),
+        ("abcd,cde->abe", 4, (2, 3)),
+        ("abc,bcd->ad", 3, (1, 2)),
+        ("...c,cd->...d", 4, (3,)),
+        ("...bc,bcd->...d", 4, (2, 3)),
+        ("ab...,bc->ac...", 4, (1,)),
+    ],
+)
+def test_contracted_axes_of_an_equation(equation, rank, expected):
+    assert contracted_axes(equation, rank) == expected
+
+
+@pytest.mark.parametrize(
+    "equation", ["ab,bc", "...ab,bc->ac", "ab,bc->...ac", "ab..,bc->ac.."]
+)
+def test_contracted_axes_rejects_an_equation_of_no_form(equation):
+    with pytest.raises(ValueError, match="Expected an einsum string"):
+        contracted_axes(equation, 3)
 
 
 CONV_REFERENCE_CASES = {
@@ -725,6 +899,40 @@ def test_alignment_report_over_a_mixed_model():
         assert -1.0 <= row["mean_cosine"] <= 1.0 + 1e-6
 
 
+def test_alignment_report_measures_the_einsum_layers_of_a_model():
+    # The EinsumDense-like layers the model holds are measured; those inside
+    # a MultiHeadAttention (a layer, not a model) are not reached.
+    inputs = keras.Input((3, 4))
+    h = keras.layers.EinsumDense(
+        "abc,cd->abd", (3, 4), bias_axes="d", activation="tanh", name="embed"
+    )(inputs)
+    h = keras.layers.MultiHeadAttention(2, 2, name="attention")(h, h)
+    h = AffineLikeEinsumDense(
+        "abc,cd->abd", (3, 4), bias_axes="d", name="ours"
+    )(h)
+    h = NormLikeEinsumDense("abc,cd->abd", (3, 4), name="ours_norm")(h)
+    h = keras.layers.Flatten()(h)
+    outputs = keras.layers.Dense(HEAD_UNITS, name="head")(h)
+    model = keras.Model(inputs, outputs)
+    _set_weights(model, 0)
+    x, y = _batch((3, 4), 4)
+    before = _snapshot(model)
+    rows = diagnostics.alignment_report(model, x, y, "mse", learning_rate=0.1)
+    _assert_bitwise_equal(before, model)
+    assert [(r["layer"], r["class"]) for r in rows] == [
+        ("embed", "EinsumDense"),
+        ("ours", "AffineLikeEinsumDense"),
+        ("ours_norm", "NormLikeEinsumDense"),
+        ("head", "Dense"),
+    ]
+    for row in rows:
+        single = diagnostics.activation_update_alignment(
+            model, row["layer"], x, y, "mse", learning_rate=0.1
+        ).summary()
+        for key in SUMMARY_KEYS:
+            assert row[key] == pytest.approx(single[key], rel=1e-6)
+
+
 def test_alignment_report_one_sample_gives_nominal_multipliers():
     model = keras.Sequential(
         [
@@ -956,7 +1164,8 @@ def test_alignment_report_rejects_a_model_without_dense_or_conv_layers():
     x = np.ones((2, 4), "float32")
     with pytest.raises(
         ValueError,
-        match=r"Expected a model with at least one trainable Dense-like or "
-        r"Conv-like layer\. Received: model with layers \['ln'\]",
+        match=r"Expected a model with at least one trainable Dense-like, "
+        r"Conv-like or EinsumDense-like layer\. Received: model with layers "
+        r"\['ln'\]",
     ):
         diagnostics.alignment_report(model, x, x, "mse")

@@ -158,6 +158,46 @@ def parse_equation(equation):
     return parsed
 
 
+def contracted_axes(equation, rank):
+    """The input axes an `EinsumDense` equation sums over, for `rank`.
+
+    Checks the form of the equation only (`X,Y->Z`, `...X,Y->...Z` or
+    `X...,Y->Z...`), not what `parse_equation` asks of it for the layers of
+    this package: so that any equation Keras' `EinsumDense` takes gives the
+    axes its output is an affine map of (the diagnostics measure those
+    layers too).
+
+    Args:
+        equation: str, the equation.
+        rank: int, the rank of the input, batch axis included.
+
+    Returns:
+        tuple: the indices of the input axes whose letters are not in the
+        output spec, in increasing order (empty if nothing is contracted).
+
+    Raises:
+        ValueError: if `equation` is not of one of the three forms.
+    """
+    match = _EQUATION.fullmatch(equation)
+    if match is None or any(
+        bool(match[a]) != bool(match[b])
+        for a, b in (("left", "out_left"), ("right", "out_right"))
+    ):
+        raise _invalid_equation(
+            f"an einsum string of the form {_EQUATION_FORMS}", equation
+        )
+    parsed = Equation(
+        inputs=match["inputs"],
+        kernel=match["kernel"],
+        outputs=match["outputs"],
+        ellipsis="left"
+        if match["left"]
+        else ("right" if match["right"] else None),
+    )
+    in_tokens, out_tokens = parsed.axis_tokens(rank)
+    return tuple(i for i, t in enumerate(in_tokens) if t not in out_tokens)
+
+
 def partial_output_shape(output_shape, equation):
     """Checks `output_shape` against the parsed `equation`.
 
