@@ -428,6 +428,32 @@ def _reference(kind, vectors, kernel, bias, head_kernel, head_bias, y, lr):
     return scale, cosine
 
 
+def _assert_matches_reference(result, model, kind, vectors, y, sq_rtol):
+    """`result` (at learning rate 0.1) against `_reference` on `vectors`,
+    `(batch, positions, d)`: what the measured layer's output at each
+    position is an affine map of."""
+    kernel, bias, head_kernel, head_bias = [
+        w.astype("float64") for w in model.get_weights()
+    ]
+    scale, cosine = _reference(
+        kind,
+        vectors,
+        kernel.reshape(-1, kernel.shape[-1]),
+        bias.reshape(-1),
+        head_kernel,
+        head_bias,
+        y,
+        0.1,
+    )
+    np.testing.assert_allclose(result.scale, scale, rtol=2e-3, atol=1e-4)
+    np.testing.assert_allclose(result.cosine, cosine, rtol=2e-3, atol=1e-4)
+    np.testing.assert_allclose(
+        result.input_sq_norm,
+        np.mean(np.sum(vectors**2, axis=-1), axis=1),
+        rtol=sq_rtol,
+    )
+
+
 DENSE_REFERENCE_CASES = {
     "dense": (lambda: keras.layers.Dense(5), "plain"),
     "affine_like_dense": (lambda: AffineLikeDense(5), "affine"),
@@ -513,27 +539,8 @@ def test_einsum_like_matches_numpy_cross_token_formula(
     model = _model(layer, input_shape)
     x, y = _batch(input_shape, 4)
     result = _measure(model, layer, x, y, learning_rate=0.1)
-    kernel, bias, head_kernel, head_bias = [
-        w.astype("float64") for w in model.get_weights()
-    ]
     tokens = x.astype("float64").reshape(len(x), input_shape[0], -1)
-    scale, cosine = _reference(
-        kind,
-        tokens,
-        kernel.reshape(-1, 5),
-        bias.reshape(5),
-        head_kernel,
-        head_bias,
-        y,
-        0.1,
-    )
-    np.testing.assert_allclose(result.scale, scale, rtol=2e-3, atol=1e-4)
-    np.testing.assert_allclose(result.cosine, cosine, rtol=2e-3, atol=1e-4)
-    np.testing.assert_allclose(
-        result.input_sq_norm,
-        np.mean(np.sum(tokens**2, axis=2), axis=1),
-        rtol=1e-6,
-    )
+    _assert_matches_reference(result, model, kind, tokens, y, sq_rtol=1e-6)
     # Cross-token terms: even the affine-like layer's multiplier is not 1.
     assert result.spread_scale > 0
 
@@ -597,27 +604,8 @@ def test_conv_like_matches_numpy_patch_formula(
     model = _model(layer, input_shape)
     x, y = _batch(input_shape, 3)
     result = _measure(model, layer, x, y, learning_rate=0.1)
-    kernel, bias, head_kernel, head_bias = [
-        w.astype("float64") for w in model.get_weights()
-    ]
     patches = _patches(x.astype("float64"), 3, strides, padding)
-    scale, cosine = _reference(
-        kind,
-        patches,
-        kernel.reshape(-1, kernel.shape[-1]),
-        bias,
-        head_kernel,
-        head_bias,
-        y,
-        0.1,
-    )
-    np.testing.assert_allclose(result.scale, scale, rtol=2e-3, atol=1e-4)
-    np.testing.assert_allclose(result.cosine, cosine, rtol=2e-3, atol=1e-4)
-    np.testing.assert_allclose(
-        result.input_sq_norm,
-        np.mean(np.sum(patches**2, axis=-1), axis=1),
-        rtol=1e-5,
-    )
+    _assert_matches_reference(result, model, kind, patches, y, sq_rtol=1e-5)
 
 
 @pytest.mark.parametrize(
