@@ -52,6 +52,9 @@ class Protocol:
             `DEFAULT_MARGIN`).
         tuner: str, the search's tuner.
         schedule: str, the learning-rate schedule.
+        extends: str, the study this one adds arms to, or `None`.
+        own_arms: tuple of str, the arms the study itself runs (for a study
+            that extends another, its tests are those with one of them).
     """
 
     comparators: tuple
@@ -60,6 +63,8 @@ class Protocol:
     margin_declared: bool
     tuner: str
     schedule: str
+    extends: str = None
+    own_arms: tuple = ()
 
 
 def read_protocol(runs, summary):
@@ -96,20 +101,34 @@ def read_protocol(runs, summary):
         schedule=(config.get("fixed") or {}).get("schedule")
         or first.get("schedule")
         or "not recorded",
+        extends=compare.get("extends"),
+        own_arms=tuple(compare.get("arms") or ()),
     )
 
 
 def pairs(rows, protocol):
     """The `(our arm, comparator)` pairs of one condition's rows: each arm
     of `OUR_ARMS` with rows and each of its declared comparators with rows,
-    in the order of the arms and the comparators."""
+    in the order of the arms and the comparators.
+
+    For a study that extends another (`protocol.extends`), whose rows join
+    that study's, only the pairs with an arm of its own: the other study's
+    arms of ours against the comparators it adds, and the arms of ours it
+    adds against every comparator it declares (its own or the other
+    study's). The other study's own pairs are that study's tests."""
     arms = result_rows.ordered_unique(r["arm"] for r in rows)
     return [
         (arm, comparator)
         for arm in arms
         if arm in OUR_ARMS
         for comparator in protocol.comparators
-        if comparator != arm and comparator in arms
+        if comparator != arm
+        and comparator in arms
+        and (
+            protocol.extends is None
+            or arm in protocol.own_arms
+            or comparator in protocol.own_arms
+        )
     ]
 
 

@@ -58,9 +58,12 @@ Two top-level keys besides `description`:
   variants). Its report ranks the values on validation accuracy only and
   shows no test number.
 - `extends` in `[compare]`: another study whose cells this one adds arms
-  to (say, a comparator it lacked), with the same `[search]`, `[fixed]`
-  (but `seeds`) and conditions it runs. Its report tests the other
-  study's arms of ours against its own comparators, on both studies' rows.
+  to (a comparator it lacked, or a variant of one of our layers), with the
+  same `[search]`, `[fixed]` (but `seeds`) and conditions it runs; its
+  `comparators` may name the other study's arms. Its report runs, on both
+  studies' rows, the tests with an arm of its own: the other study's arms
+  of ours against the comparators it adds, and the arms of ours it adds
+  against every comparator it names.
 
 Every value of the file is checked when it is read, before any data loads,
 against what the runner takes later: each value alone (its type and range:

@@ -232,9 +232,12 @@ def _parse_arms(compare, where):
     comparators = compare.get(
         "comparators", [arm for arm in arms if arm not in ours]
     )
+    # A study that extends another may name that study's arms too
+    # (`_check_extends` checks them against it).
+    candidates = variants if "extends" in compare else arms
     if (
         not isinstance(comparators, list)
-        or any(arm not in arms or arm in ours for arm in comparators)
+        or any(arm not in candidates or arm in ours for arm in comparators)
         or len(set(comparators)) != len(comparators)
     ):
         raise StudyError(
@@ -401,6 +404,17 @@ def _check_extends(study, where):
         raise StudyError(
             f"{where}: the arms added to {parent!r} must be new to it. "
             f"Received: arms={shared}"
+        )
+    unknown = [
+        arm
+        for arm in study.comparators
+        if arm not in study.arms and arm not in other.arms
+    ]
+    if unknown:
+        raise StudyError(
+            f"{where}: `comparators` must be arms of this study or of "
+            f"{parent!r}, {list(study.arms) + list(other.arms)}. "
+            f"Received: comparators={unknown!r}"
         )
 
     def settings(s):

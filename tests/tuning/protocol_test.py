@@ -15,6 +15,7 @@ import pathlib
 import pytest
 
 from tests.tuning import common
+from tuning import comparisons
 from tuning import fresh_seeds
 from tuning import records
 from tuning import replays
@@ -694,6 +695,120 @@ def test_bad_extends(tmp_path, old, new, match):
     path = tmp_path / "bad.toml"
     path.write_text(text.replace(old, new))
     with pytest.raises(study_module.StudyError, match=match):
+        study_module.load_study(str(path))
+
+
+def test_an_extending_study_tests_the_arms_of_ours_it_adds(tmp_path):
+    # A variant of ours added to a study: tested against that study's
+    # comparators, on its rows; the study's own pairs stay its own tests.
+    theirs = (
+        _cell_rows("c", "patch_norm", [0.55 + e for e in SPREAD])
+        + _cell_rows("c", "batch_norm", [0.60 + e for e in SPREAD])
+        + _cell_rows("c", "conv", [0.58 + e for e in SPREAD])
+    )
+    ours = _cell_rows("c", "patch_norm_stem_head", [0.62 + e for e in SPREAD])
+    summary = {
+        "config": {
+            "compare": {
+                "arms": ["patch_norm_stem_head"],
+                "comparators": ["batch_norm", "conv"],
+                "margin": 0.01,
+                "extends": "parent",
+            },
+            "search": {"seed": 0},
+        }
+    }
+    joined = {"name": "parent", "runs": theirs, "search": []}
+    runs = theirs + ours
+    cells = comparisons.cell_verdicts(runs, summary)
+    assert [(c["arm"], c["comparator"]) for c in cells] == [
+        ("patch_norm_stem_head", "batch_norm"),
+        ("patch_norm_stem_head", "conv"),
+    ]
+    assert [c["verdict"] for c in cells] == ["superior", "superior"]
+    assert [c["diff"] for c in cells] == pytest.approx([0.02, 0.04])
+    # Holm over its own two cells' tests only: the same p-values as a
+    # study of these two pairs alone (patch_norm's rows left out).
+    own = comparisons.cell_verdicts(runs[5:], summary)
+    for key in comparisons.TESTS:
+        assert [c[key] for c in cells] == [c[key] for c in own]
+    text = report.render(ours, [], summary, joined=joined)
+    assert "| patch_norm_stem_head - batch_norm | +0.0200 |" in text
+    assert "| patch_norm - batch_norm |" not in text
+    # Without `extends`, the same rows test every arm of ours.
+    plain = {
+        "config": {
+            "compare": dict(
+                summary["config"]["compare"],
+                arms=[
+                    "patch_norm",
+                    "patch_norm_stem_head",
+                    "batch_norm",
+                    "conv",
+                ],
+            ),
+            "search": {"seed": 0},
+        }
+    }
+    del plain["config"]["compare"]["extends"]
+    pairs = [
+        (c["arm"], c["comparator"])
+        for c in comparisons.cell_verdicts(runs, plain)
+    ]
+    assert ("patch_norm", "batch_norm") in pairs and len(pairs) == 4
+
+
+def test_an_extension_may_name_the_others_comparators(tmp_path):
+    text = (common.REPO_ROOT / "tuning/studies/cifar10-cnn-v3.toml").read_text()
+    old = """arms = ["conv", "patch_norm", "affine_like_conv", "batch_norm", "group_norm", "layer_norm"]"""
+    assert old in text
+    text = text.replace(
+        old,
+        'arms = ["patch_norm_stem_head"]\nextends = "cifar10-cnn-v3"',
+    )
+    path = tmp_path / "variants.toml"
+    path.write_text(text)
+    study = study_module.load_study(str(path))
+    assert study.arms == ("patch_norm_stem_head",)
+    assert study.comparators == (
+        "batch_norm",
+        "group_norm",
+        "layer_norm",
+        "conv",
+    )
+    assert study.config()["compare"]["extends"] == "cifar10-cnn-v3"
+    for comparators, match in [
+        # Not a CNN arm.
+        ('["batch_norm", "rms_norm"]', r"that are not ours"),
+        # One of ours is never a comparator.
+        ('["batch_norm", "patch_norm"]', r"that are not ours"),
+    ]:
+        bad = text.replace(
+            'comparators = ["batch_norm", "group_norm", "layer_norm", "conv"]',
+            f"comparators = {comparators}",
+        )
+        assert bad != text
+        path.write_text(bad)
+        with pytest.raises(study_module.StudyError, match=match):
+            study_module.load_study(str(path))
+    # An arm of neither study: the variants pilot's parent runs only our
+    # all-ours nets.
+    pilot = (
+        common.REPO_ROOT / "tuning/studies/cifar10-cnn-v3-pilot-variants.toml"
+    ).read_text()
+    assert "comparators = []\n" in pilot
+    path.write_text(
+        pilot.replace("comparators = []\n", 'comparators = ["batch_norm"]\n')
+    )
+    with pytest.raises(
+        study_module.StudyError,
+        match=r"`comparators` must be arms of this study or of "
+        r"'cifar10-cnn-v3-pilot-epochs'.*Received: comparators=\['batch_norm'\]",
+    ):
+        study_module.load_study(str(path))
+    # Without `extends`, a comparator must be an arm of the study itself.
+    path.write_text(text.replace('extends = "cifar10-cnn-v3"', ""))
+    with pytest.raises(study_module.StudyError, match=r"that are not ours"):
         study_module.load_study(str(path))
 
 
