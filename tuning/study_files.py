@@ -13,6 +13,7 @@ import math
 import pathlib
 import tomllib
 
+from tuning import study_extends
 from tuning.study_checks import check_value
 from tuning.study_checks import check_values
 from tuning.study_checks import is_number
@@ -382,7 +383,8 @@ def _check_windows(search, grid, where):
 
 
 def _check_extends(study, where):
-    """A study that adds arms to another runs exactly its settings."""
+    """A study that adds arms to another names one it can extend
+    (`study_extends.check_against` checks the rest)."""
     parent = study.extends
     if (
         not isinstance(parent, str)
@@ -394,51 +396,7 @@ def _check_extends(study, where):
             f"{list_studies()}. Received: extends={parent!r}"
         )
     other = load_study(parent, quick=study.quick, full=study.full)
-    if other.extends is not None:
-        raise StudyError(
-            f"{where}: `extends` must name a study that extends none. "
-            f"Received: extends={parent!r}, which extends {other.extends!r}"
-        )
-    shared = sorted(set(study.arms) & set(other.arms))
-    if shared:
-        raise StudyError(
-            f"{where}: the arms added to {parent!r} must be new to it. "
-            f"Received: arms={shared}"
-        )
-    unknown = [
-        arm
-        for arm in study.comparators
-        if arm not in study.arms and arm not in other.arms
-    ]
-    if unknown:
-        raise StudyError(
-            f"{where}: `comparators` must be arms of this study or of "
-            f"{parent!r}, {list(study.arms) + list(other.arms)}. "
-            f"Received: comparators={unknown!r}"
-        )
-
-    def settings(s):
-        search = {k: v for k, v in s.search.items() if k != "max_trials"}
-        fixed = {k: v for k, v in s.fixed.items() if k != "seeds"}
-        scale = fixed.get("kernel_scale")
-        if isinstance(scale, dict):
-            # A table of one scale per arm: the same for the other study's
-            # arms; the arms added may have their own.
-            fixed["kernel_scale"] = {
-                arm: value for arm, value in scale.items() if arm in other.arms
-            }
-        return s.family, search, fixed, list(s.grid)
-
-    theirs = {c.name for c in other.conditions()}
-    missing = [c.name for c in study.conditions() if c.name not in theirs]
-    if settings(study) != settings(other) or missing:
-        raise StudyError(
-            f"{where}: a study that extends {parent!r} must have its family, "
-            "[search] (but max_trials), [fixed] (but seeds, and the kernel "
-            "scales of the arms it adds) and [grid] keys, and only "
-            "conditions it has. Received: "
-            + (f"conditions={missing}" if missing else "other settings")
-        )
+    study_extends.check_against(study, other, where)
 
 
 def _parse_grid(grid, family, name, where):

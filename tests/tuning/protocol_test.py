@@ -698,7 +698,7 @@ def test_bad_extends(tmp_path, old, new, match):
         study_module.load_study(str(path))
 
 
-def test_an_extending_study_tests_the_arms_of_ours_it_adds(tmp_path):
+def test_an_extending_study_tests_the_arms_of_ours_it_adds():
     # A variant of ours added to a study: tested against that study's
     # comparators, on its rows; the study's own pairs stay its own tests.
     theirs = (
