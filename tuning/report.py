@@ -145,8 +145,9 @@ def render(runs, search, summary, fresh=(), repeats=None, joined=None):
             search (`result_rows.read_repeats`). Defaults to `None` (none).
         joined: for a study that extends another,
             `result_rows.read_extended`'s dict: that study's rows join this
-            one's in the tables and tests (the seeds, fresh seeds and
-            selection noise are this study's own). Defaults to `None`.
+            one's in the tables and tests, and its repeated searches join
+            this one's in the selection noise (the seeds and fresh seeds
+            are this study's own). Defaults to `None`.
 
     Returns:
         str: the Markdown text.
@@ -173,7 +174,19 @@ def render(runs, search, summary, fresh=(), repeats=None, joined=None):
         )
     lines += report_tables.bracket_section(runs)
     lines += report_seeds.seeds_section(own, summary, fresh)
-    if not joined:
+    if joined:
+        # The other study's repeated searches measure the selection noise
+        # at the settings the two share: it carries to this study's tests.
+        lines += report_seeds.selection_noise_section(
+            list(joined["runs"]) + result_rows.with_fresh_seeds(own, fresh),
+            summary,
+            result_rows.merge_repeats(
+                joined.get("repeats") or {}, repeats or {}
+            ),
+            protocol,
+            source=joined["name"],
+        )
+    else:
         lines += report_seeds.fresh_seeds_section(runs, summary, fresh, cells)
         lines += report_seeds.selection_noise_section(
             result_rows.with_fresh_seeds(runs, fresh),

@@ -116,13 +116,27 @@ def fresh_seeds_section(runs, summary, fresh, cells):
     )
 
 
-def selection_noise_section(runs, summary, repeats, protocol):
+def selection_noise_section(runs, summary, repeats, protocol, source=None):
     """The repeated searches' cells, the selection noise and the verdicts
-    it makes fragile; `[]` for a study without repeats."""
+    it makes fragile; `[]` for a study without repeats.
+
+    `source` names the study a study extends, whose repeated searches
+    (in `repeats`, with this one's) measure the noise carried here."""
     if not repeats:
         return []
     result = repeated_searches.selection_noise(
         runs, summary, repeats, protocol.margin
+    )
+    carried = (
+        [
+            f"The repeated searches of `{source}`, the study this one "
+            "extends, at its conditions, join this study's own: they measure "
+            "the selection noise at the settings the two share, which "
+            "carries to the tests here.",
+            "",
+        ]
+        if source
+        else []
     )
     lines = [
         "## Selection noise",
@@ -134,6 +148,7 @@ def selection_noise_section(runs, summary, repeats, protocol):
         "the test accuracy of its reruns (this study's with fresh seeds "
         "where a rerun replayed its search).",
         "",
+        *carried,
         "| cell | search seed | chosen rate | repeat's rate | mean test "
         "accuracy | repeat's | repeat minus study |",
         "|---|---|---|---|---|---|---|",

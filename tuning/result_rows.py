@@ -58,8 +58,9 @@ def read_extended(out_dir, summary, runs):
 
     Returns:
         dict: `name`, `runs` and `search` (lists of rows; empty where the
-        extended study has no results in that folder); `{}` for a study
-        that extends none.
+        extended study has no results in that folder), and `repeats`
+        (`read_repeats` of that study, at the same conditions); `{}` for a
+        study that extends none.
     """
     compare = (summary.get("config") or {}).get("compare") or {}
     parent = compare.get("extends")
@@ -69,9 +70,13 @@ def read_extended(out_dir, summary, runs):
     try:
         theirs, search, _ = read_results(folder)
     except ReportError:
-        return {"name": parent, "runs": [], "search": []}
+        return {"name": parent, "runs": [], "search": [], "repeats": {}}
     fresh = read_fresh(folder)
     wanted = {r.get("condition", "") for r in runs}
+    repeats = {
+        seed: [r for r in rows if r.get("condition", "") in wanted]
+        for seed, rows in read_repeats(folder).items()
+    }
     return {
         "name": parent,
         "runs": [
@@ -80,7 +85,18 @@ def read_extended(out_dir, summary, runs):
             if r.get("condition", "") in wanted
         ],
         "search": [t for t in search if t.get("condition", "") in wanted],
+        "repeats": {seed: rows for seed, rows in repeats.items() if rows},
     }
+
+
+def merge_repeats(*repeats):
+    """`read_repeats` dicts of several studies as one: by search seed, the
+    rows of each in the order given."""
+    merged = {}
+    for each in repeats:
+        for seed, rows in each.items():
+            merged.setdefault(seed, []).extend(rows)
+    return dict(sorted(merged.items()))
 
 
 def read_repeats(out_dir):

@@ -20,6 +20,7 @@ from tuning import fresh_seeds
 from tuning import records
 from tuning import replays
 from tuning import report
+from tuning import result_rows
 from tuning import runner
 from tuning import schema
 from tuning import selection_study
@@ -659,6 +660,67 @@ def test_an_extending_study_tests_the_others_arms_against_its_own(tmp_path):
         not in text.split("## Learning-rate")[0].split("## depth-3")[1]
     )
     assert "## Seeds" in text and "Protocol 3" in text
+    # The parent's repeated searches carry its selection noise to the
+    # extension's tests: the same noise, and the verdicts with each
+    # repeated cell in place.
+    noise = text.split("## Selection noise")[1].split("## Verdicts")[0]
+    parent_noise = parent_text.split("## Selection noise")[1]
+    assert "The repeated searches of `cifar10-mlp-wide-v2`" in noise
+    (line,) = [s for s in parent_noise.splitlines() if "root mean" in s]
+    assert line in noise
+    assert "| depth-8 | affine_like_head - rms_norm | " in noise
+    assert "| depth-8 | affine_like - rms_norm | " in noise
+    assert " - layer_norm |" not in noise
+
+
+def test_an_extension_reads_the_others_repeats_at_its_conditions(tmp_path):
+    results = tmp_path / "results"
+    parent, folder = results / "parent", results / "ours"
+    for path in (parent, folder):
+        path.mkdir(parents=True)
+    theirs = _cell_rows("c1", "dense", [0.50 + e for e in SPREAD]) + _cell_rows(
+        "c2", "dense", [0.50 + e for e in SPREAD]
+    )
+    records.write_csv(str(parent / "trials.csv"), list(theirs[0]), theirs)
+    repeat = parent / "repeats" / "search-seed-1"
+    repeat.mkdir(parents=True)
+    again = _cell_rows("c1", "dense", [0.49 + e for e in SPREAD], "0.2")
+    again += _cell_rows("c2", "dense", [0.48 + e for e in SPREAD], "0.2")
+    records.write_csv(str(repeat / "trials.csv"), list(again[0]), again)
+    (repeat / schema.CELLS_CSV).write_text(
+        "condition,arm\nc1,dense\nc2,dense\n"
+    )
+    ours = _cell_rows("c2", "affine_like", [0.505 + e for e in SPREAD])
+    summary = {"config": {"compare": {"extends": "parent"}}}
+    joined = result_rows.read_extended(str(folder), summary, ours)
+    # Only the conditions the extension ran.
+    assert joined["runs"] == theirs[5:]
+    assert joined["repeats"] == {1: again[5:]}
+    own = {1: _cell_rows("c2", "affine_like", [0.50] * 5, "0.2")}
+    assert result_rows.merge_repeats(joined["repeats"], own, {2: []}) == {
+        1: again[5:] + own[1],
+        2: [],
+    }
+    summary["config"] = {
+        "compare": {
+            "arms": ["affine_like"],
+            "comparators": ["dense"],
+            "margin": 0.01,
+            "extends": "parent",
+        },
+        "search": {"seed": 0},
+    }
+    text = report.render(ours, [], summary, joined=joined)
+    noise = text.split("## Selection noise")[1]
+    # The parent's one repeated cell at c2 (-2 points) is the noise; the
+    # extension's +0.5-point verdict is superior with the repeat in place
+    # (+2.5) but within that noise of 0.
+    assert "root mean square of the 1 differences: 0.0200" in noise
+    assert (
+        "| c2 | affine_like - dense | superior | +0.0050 | seed 1: superior "
+        "| within the selection noise (0.0200) of +0 |"
+    ) in noise
+    assert "| c1 |" not in noise
 
 
 @pytest.mark.parametrize(
