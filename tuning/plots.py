@@ -1,18 +1,30 @@
 """The plots of a study, drawn from its CSV files (matplotlib, Agg).
 
 A study with a `[grid]` gets the same three files, with one panel (one row
-of panels for the learning curves) per condition.
+of panels for the learning curves) per condition. A study that extends
+another (`[compare] extends`) is drawn with that study's arms first, at
+the conditions the two share: the arms its tests compare.
+
+The runner draws them when a study finishes; `python -m tuning.plots
+STUDY` draws them again from the study's results folder.
 """
 
+import argparse
 import math
 import os
+import sys
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib import ticker  # noqa: E402
 
+from tuning import cli  # noqa: E402
 from tuning import outcomes  # noqa: E402
+from tuning import records  # noqa: E402
+from tuning import result_rows  # noqa: E402
+from tuning import schema  # noqa: E402
 
 ACCURACY_PNG = "accuracy.png"
 LEARNING_CURVES_PNG = "learning_curves.png"
@@ -28,6 +40,7 @@ def plot_all(
     search_trials,
     conditions=None,
     metric="test_accuracy",
+    joined=None,
 ):
     """Writes the three plots of a study into `out_dir`.
 
@@ -44,10 +57,21 @@ def plot_all(
         metric: the column of `runs` that `accuracy.png` shows:
             `"test_accuracy"`, or `"val_accuracy"` for a selection study
             (which chooses on validation and shows no test number).
+        joined: for a study that extends another,
+            `result_rows.read_extended`'s dict: that study's arms and rows
+            are drawn first. Defaults to `None`.
 
     Returns:
         list: the paths written.
     """
+    if joined and joined.get("runs"):
+        arms = list(joined["arms"]) + [
+            a for a in arms if a not in joined["arms"]
+        ]
+        runs = list(joined["runs"]) + list(runs)
+        curves = list(joined["curves"]) + list(curves)
+        search_trials = list(joined["search"]) + list(search_trials)
+        title = f"{title}, with the arms of {joined['name']}"
     return [
         plot_accuracy(
             os.path.join(out_dir, ACCURACY_PNG),
@@ -73,6 +97,67 @@ def plot_all(
             runs=runs,
         ),
     ]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="python -m tuning.plots",
+        description=(
+            "Draws the plots of a finished study again from its results "
+            "folder (with the arms of the study it extends, if any)."
+        ),
+    )
+    parser.add_argument("study", help="the study's results folder name")
+    parser.add_argument("--results-dir", default=schema.DEFAULT_RESULTS_DIR)
+    args = parser.parse_args(argv)
+    try:
+        paths = redraw(os.path.join(args.results_dir, args.study))
+    except result_rows.ReportError as e:
+        return cli.fail(e)
+    for path in paths:
+        print(f"wrote {path}")
+    return 0
+
+
+def redraw(out_dir):
+    """Draws a finished study's three plots from its results folder, as
+    the runner does when the study finishes.
+
+    Args:
+        out_dir: str, the study's results folder (`trials.csv`,
+            `curves.csv`, `search_trials.csv` and `summary.json`).
+
+    Returns:
+        list: the paths written.
+
+    Raises:
+        result_rows.ReportError: if `trials.csv` is missing or empty.
+    """
+    runs, search, summary = result_rows.read_results(out_dir)
+    config = summary.get("config") or {}
+    compare = config.get("compare") or {}
+    # The runner's title: the results folder, the data and the backend.
+    labels = {
+        r.get("dataset_label") or (summary.get("dataset") or {}).get("label")
+        for r in runs
+    }
+    title = (
+        f"{os.path.basename(os.path.normpath(out_dir))}: "
+        f"{', '.join(sorted(str(label) for label in labels))}, "
+        f"{summary.get('backend') or runs[0].get('backend')}"
+    )
+    return plot_all(
+        out_dir,
+        title,
+        compare.get("arms")
+        or result_rows.ordered_unique(r["arm"] for r in runs),
+        runs,
+        records.read_csv(os.path.join(out_dir, schema.CURVES_CSV)),
+        search,
+        conditions=result_rows.conditions(runs) if config.get("grid") else None,
+        metric="val_accuracy" if compare.get("selects") else "test_accuracy",
+        joined=result_rows.read_extended(out_dir, summary, runs),
+    )
 
 
 def _panels(conditions, rows, panel_size, ncols_max=4, **kwargs):
@@ -162,6 +247,8 @@ def _draw_accuracy(ax, arms, runs, rotate=False, metric="test_accuracy"):
         **({"rotation": 45, "ha": "right"} if rotate else {}),
     )
     ax.set_xlim(-0.6, len(arms) - 0.4)
+    # Room above the highest mean for its label.
+    ax.margins(y=0.15)
     ax.set_ylabel(metric.replace("val_", "validation ").replace("_", " "))
     ax.grid(axis="y", alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
@@ -233,7 +320,8 @@ def plot_lr_sweep(path, title, arms, search_trials, conditions=None, runs=()):
     (rows of `trials.csv`), a star marks each arm's chosen rate at the
     validation accuracy its search trial reached.
     """
-    fig, panels = _panels(conditions, search_trials, (7, 4.5), sharey=True)
+    # Room on the right of each panel for its legend.
+    fig, panels = _panels(conditions, search_trials, (10, 4.5), sharey=True)
     heading = "search trials: validation accuracy vs learning rate"
     for ax, name, rows in panels:
         chosen = [
@@ -248,6 +336,9 @@ def plot_lr_sweep(path, title, arms, search_trials, conditions=None, runs=()):
         fig.suptitle(f"{title}\n{heading}")
     return _save(fig, path)
 
+
+# Above this many rates, the log axis labels its own ticks.
+MAX_RATE_TICKS = 12
 
 # The marker of each failure (`outcomes`), drawn in the arm's colour.
 FAILURE_MARKERS = {outcomes.DIVERGED: "x", outcomes.DID_NOT_LEARN: "v"}
@@ -302,11 +393,17 @@ def _draw_lr_sweep(ax, arms, search_trials, runs=()):
                 label=f"{arm}: chosen rate",
             )
     ax.set_xscale("log")
+    rates = sorted({float(r["learning_rate"]) for r in search_trials})
+    if 0 < len(rates) <= MAX_RATE_TICKS:
+        # The grid's rates as ticks, in place of the log axis' labels
+        # (which crowd where the rates span less than a decade).
+        ax.xaxis.set_minor_locator(ticker.NullLocator())
+        ax.set_xticks(rates, [f"{rate:.3g}" for rate in rates])
     ax.set_xlabel("learning rate")
     ax.set_ylabel("validation accuracy")
     ax.grid(alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
 
 
 def _finite(value):
@@ -328,3 +425,7 @@ def _save(fig, path):
     plt.close(fig)
     os.replace(tmp, path)
     return path
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -57,8 +57,9 @@ def read_extended(out_dir, summary, runs):
     place of the reruns that replayed their search.
 
     Returns:
-        dict: `name`, `runs` and `search` (lists of rows; empty where the
-        extended study has no results in that folder), and `repeats`
+        dict: `name`, `runs`, `search` and `curves` (lists of rows; empty
+        where the extended study has no results in that folder), `arms`
+        (that study's arms with rows here, in its order) and `repeats`
         (`read_repeats` of that study, at the same conditions); `{}` for a
         study that extends none.
     """
@@ -68,25 +69,45 @@ def read_extended(out_dir, summary, runs):
         return {}
     folder = os.path.join(os.path.dirname(os.path.normpath(out_dir)), parent)
     try:
-        theirs, search, _ = read_results(folder)
+        theirs, search, their_summary = read_results(folder)
     except ReportError:
-        return {"name": parent, "runs": [], "search": [], "repeats": {}}
+        return {
+            "name": parent,
+            "runs": [],
+            "search": [],
+            "curves": [],
+            "arms": [],
+            "repeats": {},
+        }
     fresh = read_fresh(folder)
     wanted = {r.get("condition", "") for r in runs}
-    repeats = {
-        seed: [r for r in rows if r.get("condition", "") in wanted]
-        for seed, rows in read_repeats(folder).items()
-    }
+
+    def here(rows):
+        return [r for r in rows if r.get("condition", "") in wanted]
+
+    theirs = here(with_fresh_seeds(theirs, fresh))
+    repeats = {seed: here(rows) for seed, rows in read_repeats(folder).items()}
     return {
         "name": parent,
-        "runs": [
-            r
-            for r in with_fresh_seeds(theirs, fresh)
-            if r.get("condition", "") in wanted
-        ],
-        "search": [t for t in search if t.get("condition", "") in wanted],
+        "runs": theirs,
+        "search": here(search),
+        "curves": here(
+            records.read_csv(os.path.join(folder, schema.CURVES_CSV))
+        ),
+        "arms": _arms_in_order(
+            (their_summary.get("config") or {}).get("compare", {}).get("arms"),
+            theirs,
+        ),
         "repeats": {seed: rows for seed, rows in repeats.items() if rows},
     }
+
+
+def _arms_in_order(declared, runs):
+    """The arms of `runs`: those `declared` first, in that order, then any
+    other in the order the rows give them."""
+    present = ordered_unique(r["arm"] for r in runs)
+    declared = [a for a in declared or () if a in present]
+    return declared + [a for a in present if a not in declared]
 
 
 def merge_repeats(*repeats):

@@ -35,6 +35,7 @@ from tuning import lock
 from tuning import provenance
 from tuning import records
 from tuning import reruns
+from tuning import result_rows
 from tuning import run_checks
 from tuning import run_summary
 from tuning import schema
@@ -375,6 +376,9 @@ def _finish(sitting):
         state.search_rows,
         conditions=[c.name for c in conditions] if study.grid else None,
         metric="val_accuracy" if study.selects else "test_accuracy",
+        joined=result_rows.read_extended(
+            out_dir, {"config": study.config()}, runs
+        ),
     )
     summary = run_summary.summary(
         study,
