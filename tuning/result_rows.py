@@ -53,8 +53,9 @@ def read_extended(out_dir, summary, runs):
     """The rows of the study a study extends (`[compare] extends`), at the
     conditions the extending study ran.
 
-    Read from the sibling results folder of that study, with fresh seeds in
-    place of the reruns that replayed their search.
+    Read from the sibling results folder of that study at the same size
+    (`<study>-quick` for a `--quick` run, `<study>-full` for `--full`),
+    with fresh seeds in place of the reruns that replayed their search.
 
     Returns:
         dict: `name`, `runs`, `search` and `curves` (lists of rows; empty
@@ -63,10 +64,16 @@ def read_extended(out_dir, summary, runs):
         (`read_repeats` of that study, at the same conditions); `{}` for a
         study that extends none.
     """
-    compare = (summary.get("config") or {}).get("compare") or {}
-    parent = compare.get("extends")
+    config = summary.get("config") or {}
+    parent = (config.get("compare") or {}).get("extends")
     if not parent:
         return {}
+    # A quick run is compared with the other study's quick run, never with
+    # its full results.
+    if config.get("quick"):
+        parent = f"{parent}-quick"
+    elif config.get("full"):
+        parent = f"{parent}-full"
     folder = os.path.join(os.path.dirname(os.path.normpath(out_dir)), parent)
     try:
         theirs, search, their_summary = read_results(folder)

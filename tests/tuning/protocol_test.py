@@ -724,6 +724,36 @@ def test_an_extension_reads_the_others_repeats_at_its_conditions(tmp_path):
 
 
 @pytest.mark.parametrize(
+    "size, folder",
+    [
+        ({}, "parent"),
+        ({"quick": True}, "parent-quick"),
+        ({"full": True}, "parent-full"),
+    ],
+    ids=["default", "quick", "full"],
+)
+def test_an_extension_reads_the_other_study_at_its_own_size(
+    tmp_path, size, folder
+):
+    results = tmp_path / "results"
+    accuracies = {"parent": 0.6, "parent-quick": 0.2, "parent-full": 0.8}
+    for name, accuracy in accuracies.items():
+        (results / name).mkdir(parents=True)
+        rows = _cell_rows("", "dense", [accuracy] * 2)
+        records.write_csv(
+            str(results / name / "trials.csv"), list(rows[0]), rows
+        )
+    summary = {"config": {"compare": {"extends": "parent"}, **size}}
+    ours = _cell_rows("", "affine_like", [0.5] * 2)
+    joined = result_rows.read_extended(str(results / "ours"), summary, ours)
+    # A quick run is never compared with the full results, nor the reverse.
+    assert joined["name"] == folder
+    assert {r["test_accuracy"] for r in joined["runs"]} == {
+        str(accuracies[folder])
+    }
+
+
+@pytest.mark.parametrize(
     "old, new, match",
     [
         (
