@@ -133,8 +133,10 @@ def read_repeats(out_dir):
     Returns:
         dict: search seed (int) to the rows of its `trials.csv`, for every
         `repeats/search-seed-<N>/` folder with rows, by seed: the rows of
-        its finished cells only (those `cells.csv` lists), so that a cell
-        still training its seeds does not enter the selection noise.
+        its finished cells only (those whose `cells.csv` row counts their
+        seeds, which it does once the last one is trained), so that a cell
+        still searching or training its seeds does not enter the selection
+        noise.
     """
     folder = os.path.join(out_dir, study_module.REPEATS_DIR)
     if not os.path.isdir(folder):
@@ -148,6 +150,7 @@ def read_repeats(out_dir):
         finished = {
             (c.get("condition", ""), c["arm"])
             for c in records.read_csv(os.path.join(path, schema.CELLS_CSV))
+            if c.get("seeds")
         }
         rows = [
             r

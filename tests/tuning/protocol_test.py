@@ -521,7 +521,10 @@ def test_a_repeated_cell_still_training_stays_out_of_the_noise(tmp_path):
         writer = csv.DictWriter(f, fieldnames=list(finished[0]))
         writer.writeheader()
         writer.writerows(finished + training)
-    (folder / schema.CELLS_CSV).write_text("condition,arm\nc1,dense\n")
+    # A searched cell's row counts its seeds only once they are all done.
+    (folder / schema.CELLS_CSV).write_text(
+        "condition,arm,seeds\nc1,dense,2\nc1,affine_like,\n"
+    )
     assert report.read_repeats(str(tmp_path / "study")) == {1: finished}
     (folder / schema.CELLS_CSV).unlink()
     assert report.read_repeats(str(tmp_path / "study")) == {}
@@ -688,7 +691,7 @@ def test_an_extension_reads_the_others_repeats_at_its_conditions(tmp_path):
     again += _cell_rows("c2", "dense", [0.48 + e for e in SPREAD], "0.2")
     records.write_csv(str(repeat / "trials.csv"), list(again[0]), again)
     (repeat / schema.CELLS_CSV).write_text(
-        "condition,arm\nc1,dense\nc2,dense\n"
+        "condition,arm,seeds\nc1,dense,5\nc2,dense,5\n"
     )
     ours = _cell_rows("c2", "affine_like", [0.505 + e for e in SPREAD])
     summary = {"config": {"compare": {"extends": "parent"}}}
