@@ -28,6 +28,8 @@ setup: $(STAMP)
 # the index requirements-cpu.txt names.
 TORCH_PIN := $(shell grep -E '^torch==' requirements-cpu.txt)
 TORCH_INDEX := $(shell sed -n 's/^\# torch index: //p' requirements-cpu.txt)
+# KerasHub without its dependencies (requirements-cpu.txt says why).
+KERAS_HUB_PIN := keras-hub==0.32.0
 
 # --no-compile: Python compiles what it imports when it first does, and
 # caches it (pip's compiling every file of TensorFlow, JAX and PyTorch took
@@ -42,6 +44,7 @@ $(STAMP): requirements-cpu.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP_INSTALL) --no-deps --extra-index-url $(TORCH_INDEX) "$(TORCH_PIN)"
 	$(PIP_INSTALL) -r requirements-cpu.txt
+	$(PIP_INSTALL) --no-deps "$(KERAS_HUB_PIN)"
 	$(PIP_INSTALL) -e ".[tuning,notebooks,test]"
 	touch $(STAMP)
 

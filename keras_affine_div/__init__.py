@@ -7,7 +7,9 @@ the sample it was computed on by `-eta (|x|^2 + 1) dL/dz` instead of
 `keras_affine_div.models` the MLPs and CNNs built from them and
 `keras_affine_div.datasets` the data the studies train on;
 `keras_affine_div.convert(model)` rebuilds a Keras model with the package's
-layers in place of its `Dense` and `Conv*D` layers. The KerasTuner
+layers in place of its `Dense` and `Conv*D` layers, and
+`with keras_affine_div.layers_of(kind):` builds any model (attention and
+KerasHub backbones included) with them inside. The KerasTuner
 hypermodels, `keras_affine_div.hypermodels`, need KerasTuner and are
 imported on their own.
 """
@@ -19,6 +21,7 @@ from keras_affine_div import layers
 from keras_affine_div import models
 from keras_affine_div import ops
 from keras_affine_div.convert import convert
+from keras_affine_div.scope import layers_of
 from keras_affine_div.version import __version__
 
 __all__ = [
@@ -27,6 +30,7 @@ __all__ = [
     "datasets",
     "diagnostics",
     "layers",
+    "layers_of",
     "models",
     "ops",
     "__version__",

@@ -14,6 +14,7 @@ def test_all_lists_the_public_modules():
         "datasets",
         "diagnostics",
         "layers",
+        "layers_of",
         "models",
         "ops",
     ]

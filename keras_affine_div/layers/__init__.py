@@ -7,6 +7,12 @@ from keras_affine_div.layers.affine_like_dense import AffineLikeDense
 from keras_affine_div.layers.affine_like_einsum_dense import (
     AffineLikeEinsumDense,
 )
+from keras_affine_div.layers.multi_head_attention import (
+    AffineLikeMultiHeadAttention,
+)
+from keras_affine_div.layers.multi_head_attention import (
+    NormLikeMultiHeadAttention,
+)
 from keras_affine_div.layers.norm_like_dense import NormLikeDense
 from keras_affine_div.layers.norm_like_einsum_dense import NormLikeEinsumDense
 from keras_affine_div.layers.patch_norm_conv1d import PatchNormConv1D
@@ -19,8 +25,10 @@ __all__ = [
     "AffineLikeConv3D",
     "AffineLikeDense",
     "AffineLikeEinsumDense",
+    "AffineLikeMultiHeadAttention",
     "NormLikeDense",
     "NormLikeEinsumDense",
+    "NormLikeMultiHeadAttention",
     "PatchNormConv1D",
     "PatchNormConv2D",
     "PatchNormConv3D",
