@@ -12,6 +12,7 @@ import numbers
 import warnings
 
 import keras
+import numpy as np
 from keras import ops
 
 from keras_affine_div import _validation
@@ -305,22 +306,37 @@ class BaseDivergenceLayer(keras.layers.Layer):
 
         As Keras' `Dense` and `Conv2D`: a LoRA layer saves the kernel it
         applies (merged with its update) in place of the kernel, and no
-        LoRA weights. Without LoRA every weight is saved as usual.
+        LoRA weights. Without LoRA every weight is saved as usual. Beside
+        the weights, the entry `CLASS_ENTRY` names the layer's class: a
+        Keras layer loading these weights (a model whose layers rebuild
+        their sublayers as Keras' when loaded outside `layers_of`) then
+        fails, naming the layer, instead of computing another function
+        with them.
         """
         if not self.lora_enabled:
             super().save_own_variables(store)
-            return
-        store["0"] = self.kernel
-        if self.use_bias:
-            store["1"] = self.bias
+        else:
+            store["0"] = self.kernel
+            if self.use_bias:
+                store["1"] = self.bias
+        store[CLASS_ENTRY] = np.frombuffer(
+            type(self).__name__.encode("ascii"), np.uint8
+        )
 
     def load_own_variables(self, store):
         """Loads what `save_own_variables` saved.
 
         With LoRA the saved (merged) kernel becomes the frozen kernel and the
         LoRA weights are zeroed, so the layer computes what the saved one
-        did, as Keras' `Dense` and `Conv2D` do.
+        did, as Keras' `Dense` and `Conv2D` do. Weights saved by another
+        class of the package are refused; weights saved without the class
+        entry (by earlier versions, or by Keras' own layer) load as before.
+
+        Raises:
+            ValueError: if the weights were saved by another class of the
+                package.
         """
+        store = _checked_store(self, store)
         if not self.lora_enabled:
             super().load_own_variables(store)
             return
@@ -434,3 +450,43 @@ def _unlocked_state(layer):
     finally:
         if locked:
             tracker.lock()
+
+
+# The entry of a saved layer's weights that names its class (not a weight).
+CLASS_ENTRY = "keras_affine_div_class"
+
+
+class _WeightsOnly:
+    """A read-only view of a weights store without `CLASS_ENTRY`."""
+
+    def __init__(self, store):
+        self._store = store
+
+    def keys(self):
+        return [k for k in self._store.keys() if k != CLASS_ENTRY]
+
+    def __getitem__(self, key):
+        return self._store[key]
+
+    def __contains__(self, key):
+        return key != CLASS_ENTRY and key in self._store.keys()
+
+
+def _checked_store(layer, store):
+    """`store` without its class entry, checked against `layer`'s class."""
+    if CLASS_ENTRY not in store.keys():
+        return store
+    saved = bytes(np.asarray(store[CLASS_ENTRY], np.uint8)).decode("ascii")
+    if saved != type(layer).__name__:
+        raise ValueError(
+            f"Layer '{layer.name}' is a {type(layer).__name__}, but the "
+            f"weights loaded into it were saved by {_article(saved)} {saved}: "
+            "the two "
+            "compute different functions with the same weights. Load them "
+            f"into {_article(saved)} {saved}."
+        )
+    return _WeightsOnly(store)
+
+
+def _article(name):
+    return "an" if name[0] in "AEIOU" else "a"

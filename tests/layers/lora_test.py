@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from keras_affine_div import layers
+from keras_affine_div.layers import _base
 from tests import testing
 
 # (layer class, constructor arguments, input shape, the Keras layer with the
@@ -278,7 +279,8 @@ def test_keras_file_holds_the_merged_kernel(
     )
     store = {}
     layer.save_own_variables(store)
-    assert sorted(store) == ["0", "1"]
+    # The two weights, and the entry naming the class (not a weight).
+    assert sorted(store) == sorted(["0", "1", _base.CLASS_ENTRY])
 
 
 @pytest.mark.parametrize(
