@@ -52,19 +52,42 @@ def leaf_layers(model):
     return leaves
 
 
+# Layers without weights that only reshape their one input or apply a
+# function to it elementwise: the affine map before them still produces
+# the model's output.
+_PASS_THROUGH = (
+    keras.layers.Activation,
+    keras.layers.Dropout,
+    keras.layers.ELU,
+    keras.layers.Flatten,
+    keras.layers.Identity,
+    keras.layers.LeakyReLU,
+    keras.layers.Permute,
+    keras.layers.ReLU,
+    keras.layers.Reshape,
+    keras.layers.Softmax,
+)
+
+
 def output_layer_ids(model):
     """The ids of the layers producing `model`'s outputs.
 
     A nested graph model producing an output is looked into: its own output
-    layers count.
+    layers count. Behind a layer of `_PASS_THROUGH` (a `Flatten`, an
+    `Activation`, ...) called on one tensor, the layer producing that
+    tensor counts too: it is the output map.
     """
     if isinstance(model, keras.Sequential):
         producers = [model.layers[-1]]
+        layers = model.layers
+        i = len(layers) - 1
+        while i > 0 and isinstance(layers[i], _PASS_THROUGH):
+            i -= 1
+            producers.append(layers[i])
     else:
-        producers = [
-            tensor._keras_history.operation
-            for tensor in keras.tree.flatten(model.outputs)
-        ]
+        producers = []
+        for tensor in keras.tree.flatten(model.outputs):
+            producers.extend(_producers_behind(tensor))
     ids = set()
     for layer in producers:
         if is_graph_model(layer):
@@ -72,6 +95,23 @@ def output_layer_ids(model):
         else:
             ids.add(id(layer))
     return ids
+
+
+def _producers_behind(tensor):
+    """The layer making `tensor`, and those behind pass-through layers."""
+    found = []
+    while True:
+        history = tensor._keras_history
+        layer = history.operation
+        found.append(layer)
+        if not isinstance(layer, _PASS_THROUGH):
+            return found
+        node = layer._inbound_nodes[history.node_index]
+        if len(node.input_tensors) != 1:
+            return found
+        (tensor,) = node.input_tensors
+        if getattr(tensor, "_keras_history", None) is None:
+            return found
 
 
 def first_call_inputs(layer):

@@ -78,3 +78,19 @@ def attention_projections(factory):
             yield
         finally:
             setattr(module, PROJECTION_NAME, previous)
+
+
+def sublayers(layer):
+    """The layers `layer` holds directly (its tracked sublayers), in order.
+
+    Keras 3 has no public accessor for the sublayers of a `Layer` that is
+    not a `Model` (`Model.layers` is public); `Layer._flatten_layers` is
+    what Keras itself uses for weights and saving.
+    """
+    if not hasattr(layer, "_flatten_layers"):
+        raise KerasInternalsError(
+            f"keras {keras.version()}: Layer._flatten_layers is gone; "
+            "keras_affine_div cannot list the layers nested in "
+            f"{type(layer).__name__} with this Keras version"
+        )
+    return list(layer._flatten_layers(include_self=False, recursive=False))

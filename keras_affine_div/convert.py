@@ -9,10 +9,12 @@ cloned with their weights.
 """
 
 import dataclasses
+import warnings
 
 import keras
 
 from keras_affine_div import _graph
+from keras_affine_div import _keras_internals
 from keras_affine_div import _validation
 from keras_affine_div import layers as affine_div_layers
 
@@ -46,6 +48,21 @@ _TARGETS = {
         "Conv3D": "PatchNormConv3D",
     },
 }
+# Keras' other affine maps, which the package has no layer for: `convert`
+# leaves them, and says so.
+_UNMATCHED = tuple(
+    getattr(keras.layers, name)
+    for name in (
+        "DepthwiseConv1D",
+        "DepthwiseConv2D",
+        "SeparableConv1D",
+        "SeparableConv2D",
+        "Conv1DTranspose",
+        "Conv2DTranspose",
+        "Conv3DTranspose",
+    )
+)
+_AFFINE_MAPS = tuple(_SOURCES.values()) + _UNMATCHED
 # The normalisation layers `drop_following_norm` replaces by `Identity`.
 _NORMALIZATIONS = (
     keras.layers.BatchNormalization,
@@ -143,8 +160,10 @@ def convert(
         include_output: Boolean, whether the layers producing the model's
             outputs (the last layer of a Sequential model, the layer behind
             each output of a functional one, looking inside a nested model
-            that produces an output) are converted too. A `Dense` followed
-            by a separate `Activation` layer is not an output layer.
+            that produces an output, and behind a `Flatten`, `Reshape`,
+            `Activation`, `Softmax` or `Dropout` layer after it: a `Conv2D`
+            classifier followed by `Flatten` and `Activation` is the output
+            map) are converted too.
             Defaults to `False`: a classifier keeps a plain `Dense` head.
         drop_following_norm: Boolean, whether a `BatchNormalization`,
             `LayerNormalization`, `GroupNormalization`, `UnitNormalization`
@@ -253,6 +272,12 @@ def convert(
         dropped=tuple(name for _, name in _sorted_by(dropped_ids, leaves)),
         skipped=skipped,
     )
+    if not converted:
+        warnings.warn(
+            f"`convert` converted no layer of model {model.name!r}: "
+            f"{len(skipped)} affine map(s) left (see the report's `skipped`)",
+            stacklevel=2,
+        )
     return new_model, report
 
 
@@ -286,6 +311,18 @@ def _plan(kind, leaves, chosen, kept_outputs):
                     f"a subclass of {parent} ({type(layer).__name__}), "
                     "whose additions a conversion would lose"
                 )
+            elif isinstance(layer, _UNMATCHED):
+                skipped[name] = (
+                    f"keras_affine_div has no counterpart of "
+                    f"{type(layer).__name__}: an affine map left as Keras'"
+                )
+            for path, nested in nested_affine_maps(layer):
+                skipped[f"{name}/{path}"] = (
+                    f"a {type(nested).__name__} inside "
+                    f"{type(layer).__name__} '{layer.name}', which `convert` "
+                    "cannot rebuild: build the model inside "
+                    "`keras_affine_div.layers_of(...)` to reach it"
+                )
             continue
         reason = _reason_to_keep(
             layer,
@@ -303,6 +340,19 @@ def _plan(kind, leaves, chosen, kept_outputs):
         replacements[id(layer)] = targets[source]
         converted[name] = targets[source].__name__
     return replacements, converted, skipped
+
+
+def nested_affine_maps(layer, prefix=""):
+    """`(path, layer)` of each Keras affine map nested inside `layer`.
+
+    Paths are the nested layers' names joined by `/`, below `layer`; a
+    layer of the package (already divided) is not listed.
+    """
+    for sub in _keras_internals.sublayers(layer):
+        path = f"{prefix}{sub.name}"
+        if isinstance(sub, _AFFINE_MAPS):
+            yield path, sub
+        yield from nested_affine_maps(sub, f"{path}/")
 
 
 def _sorted_by(named_ids, leaves):
@@ -375,6 +425,8 @@ def _selector(layers, leaves):
     ):
         known = {n for n, _ in candidates} | {l.name for _, l in candidates}
         unknown = [n for n in names if n not in known]
+        for n in unknown:
+            _refuse_a_container(n, leaves)
         if unknown:
             raise ValueError(
                 "Received an invalid value for argument `layers`. Expected "
@@ -392,6 +444,33 @@ def _selector(layers, leaves):
         "names, or a callable `fn(layer) -> bool`. Received: "
         f"layers={layers!r} of type {type(layers).__name__}"
     )
+
+
+def _refuse_a_container(name, leaves):
+    """Raises, saying why, if `name` is a layer holding affine maps or
+    one nested in such a layer."""
+    for leaf_name, leaf in leaves:
+        nested = list(nested_affine_maps(leaf))
+        if not nested:
+            continue
+        paths = {f"{leaf_name}/{path}" for path, _ in nested}
+        if name in (leaf_name, leaf.name):
+            raise ValueError(
+                "Received an invalid value for argument `layers`. "
+                f"{name!r} is a {type(leaf).__name__}, a layer holding "
+                f"{len(nested)} affine map(s) (for example "
+                f"{sorted(paths)[0]!r}) that `convert` cannot rebuild: build "
+                "the model inside `keras_affine_div.layers_of(...)` to reach "
+                f"them. Received: layers={name!r}"
+            )
+        if name in paths:
+            raise ValueError(
+                "Received an invalid value for argument `layers`. "
+                f"{name!r} is nested inside {type(leaf).__name__} "
+                f"{leaf.name!r}, which `convert` cannot rebuild: build the "
+                "model inside `keras_affine_div.layers_of(...)` to reach it. "
+                f"Received: layers={name!r}"
+            )
 
 
 def _reason_to_keep(layer, chosen, excluded_output):

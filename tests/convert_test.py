@@ -346,7 +346,11 @@ _CNN_CONVS = {"c1": "AffineLikeConv2D", "c2": "AffineLikeConv2D"}
     ],
 )
 def test_choice_of_layers(kwargs, expected):
-    new_model, report = keras_affine_div.convert(_cnn(), **kwargs)
+    if expected:
+        new_model, report = keras_affine_div.convert(_cnn(), **kwargs)
+    else:
+        with pytest.warns(UserWarning, match="converted no layer"):
+            new_model, report = keras_affine_div.convert(_cnn(), **kwargs)
     assert report.converted == expected
     for name in ("c1", "c2", "h", "out"):
         converted = type(new_model.get_layer(name)).__name__ != (
@@ -516,6 +520,15 @@ def test_transformer_encoder_is_converted_trained_saved_and_reloaded(
     }
     assert report.dropped == ()
     assert _types(new_model)["mha"] == "MultiHeadAttention"
+    # The projections it cannot reach are listed by path, with the way in.
+    nested = {n: why for n, why in report.skipped.items() if "/" in n}
+    assert sorted(nested) == [
+        "mha/attention_output",
+        "mha/key",
+        "mha/query",
+        "mha/value",
+    ]
+    assert all("layers_of" in why for why in nested.values())
     # MultiHeadAttention, both LayerNormalizations and the head.
     assert _assert_kept_weights_equal(model, new_model, report) == 4
     x = _random((2, 8, 16))
@@ -568,9 +581,18 @@ def test_keras_application_is_converted_trained_saved_and_reloaded(
     assert set(report.converted.values()) == {"AffineLikeConv2D"}
     assert _count(new_model, "AffineLikeConv2D") == convs
     assert _count(new_model, "Conv2D") == 0
-    # The classifier head is the output layer: kept.
+    # The classifier head is the output layer: kept; the depthwise
+    # convolutions, which the package has no layer for, are listed.
+    depthwise = {
+        l.name: "keras_affine_div has no counterpart of DepthwiseConv2D: "
+        "an affine map left as Keras'"
+        for l in model.layers
+        if type(l) is keras.layers.DepthwiseConv2D
+    }
+    assert len(depthwise) == {"resnet50": 0, "mobilenetv2": 17}[name]
     assert report.skipped == {
-        "predictions": "an output layer of the model (include_output=False)"
+        **depthwise,
+        "predictions": "an output layer of the model (include_output=False)",
     }
     if drop:
         # Every Conv2D of MobileNetV2 feeds a BatchNormalization alone; the
@@ -594,3 +616,75 @@ def test_keras_application_is_converted_trained_saved_and_reloaded(
         tmp_path,
         loss="sparse_categorical_crossentropy",
     )
+
+
+def test_affine_maps_without_a_counterpart_are_listed():
+    inputs = keras.Input((8, 8, 3))
+    h = keras.layers.DepthwiseConv2D(3, name="depthwise")(inputs)
+    h = keras.layers.SeparableConv2D(4, 3, name="separable")(h)
+    h = keras.layers.Conv2DTranspose(4, 3, name="transposed")(h)
+    h = keras.layers.Conv2D(4, 3, name="conv")(h)
+    outputs = keras.layers.GlobalAveragePooling2D()(h)
+    _, report = keras_affine_div.convert(keras.Model(inputs, outputs))
+    assert report.converted == {"conv": "AffineLikeConv2D"}
+    assert report.skipped == {
+        name: f"keras_affine_div has no counterpart of {cls}: an affine map "
+        "left as Keras'"
+        for name, cls in [
+            ("depthwise", "DepthwiseConv2D"),
+            ("separable", "SeparableConv2D"),
+            ("transposed", "Conv2DTranspose"),
+        ]
+    }
+
+
+def test_layers_inside_a_layer_are_listed_and_named_by_path():
+    inputs = keras.Input((6,))
+    h = keras.layers.TimeDistributed(
+        keras.layers.Dense(3, name="inner_dense"), name="td"
+    )(keras.layers.Reshape((2, 3))(inputs))
+    outputs = keras.layers.Dense(2, name="out")(keras.layers.Flatten()(h))
+    model = keras.Model(inputs, outputs)
+    with pytest.warns(UserWarning, match="converted no layer of model"):
+        _, report = keras_affine_div.convert(model)
+    assert report.converted == {}
+    assert report.skipped["td/inner_dense"].startswith(
+        "a Dense inside TimeDistributed 'td', which `convert` cannot rebuild"
+    )
+    with pytest.raises(ValueError, match="'td' is a TimeDistributed") as info:
+        keras_affine_div.convert(model, layers="td")
+    assert "layers_of" in str(info.value) and "\n" not in str(info.value)
+    with pytest.raises(ValueError, match="nested inside TimeDistributed"):
+        keras_affine_div.convert(model, layers=["td/inner_dense"])
+
+
+def test_the_output_map_behind_reshaping_and_activation_layers_is_kept():
+    # As MobileNetV3's head: a 1x1 Conv2D classifier, then Flatten and an
+    # Activation; and a Sequential Dense followed by a softmax layer.
+    inputs = keras.Input((4, 4, 3))
+    h = keras.layers.Conv2D(8, 3, name="features")(inputs)
+    h = keras.layers.GlobalAveragePooling2D(keepdims=True)(h)
+    h = keras.layers.Conv2D(5, 1, name="logits")(h)
+    h = keras.layers.Flatten()(h)
+    outputs = keras.layers.Activation("softmax")(h)
+    functional = keras.Model(inputs, outputs)
+    sequential = keras.Sequential(
+        [
+            keras.Input((6,)),
+            keras.layers.Dense(4, name="hidden"),
+            keras.layers.Dense(3, name="head"),
+            keras.layers.Dropout(0.1),
+            keras.layers.Softmax(),
+        ]
+    )
+    for model, hidden, head in [
+        (functional, "features", "logits"),
+        (sequential, "hidden", "head"),
+    ]:
+        _, report = keras_affine_div.convert(model)
+        assert list(report.converted) == [hidden]
+        assert report.skipped == {
+            head: "an output layer of the model (include_output=False)"
+        }
+        _, report = keras_affine_div.convert(model, include_output=True)
+        assert list(report.converted) == [hidden, head]

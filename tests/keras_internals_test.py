@@ -56,3 +56,10 @@ def test_a_moved_module_is_a_one_line_error(monkeypatch):
         _keras_internals.check()
     assert "\n" not in str(info.value)
     assert "keras.src.layers.no_such" in str(info.value)
+
+
+def test_sublayers_lists_the_layers_a_layer_holds():
+    wrapped = keras.layers.Dense(3, name="inner")
+    layer = keras.layers.TimeDistributed(wrapped)
+    assert _keras_internals.sublayers(layer) == [wrapped]
+    assert _keras_internals.sublayers(keras.layers.Flatten()) == []
