@@ -8,6 +8,10 @@ to build them with another class. Every subclass of it (KerasHub's
 put the package's einsum layers there, `attention_projections(factory)`
 rebinds that name while a block runs, and restores it after.
 
+`sublayers(layer)` lists the layers a `Layer` holds (Keras has no public
+accessor but `Model.layers`), and `callbacks_before(callback)` the
+callbacks listed before one in the running `fit`.
+
 `check()` says in one line what moved if a Keras release renames the
 module or the name; `tests/keras_internals_test.py` pins both, so that a
 Keras upgrade that moves them fails the suite loudly instead of leaving
@@ -16,6 +20,7 @@ the attention projections silently plain.
 
 import contextlib
 import importlib
+import sys
 import threading
 
 import keras
@@ -94,3 +99,26 @@ def sublayers(layer):
             f"{type(layer).__name__} with this Keras version"
         )
     return list(layer._flatten_layers(include_self=False, recursive=False))
+
+
+def callbacks_before(callback):
+    """The callbacks listed before `callback` in the `fit` calling it.
+
+    Called from `callback.on_train_begin`: Keras' `CallbackList` calls
+    each callback's `on_train_begin` from its own, whose `self` holds the
+    list. Returns `None` where the caller is not a `CallbackList` (a
+    callback called by hand, or a Keras release that dispatches
+    otherwise): nothing is known then.
+    """
+    frame = sys._getframe(2)
+    while frame is not None:
+        caller = frame.f_locals.get("self")
+        if isinstance(caller, keras.callbacks.CallbackList):
+            listed = list(caller.callbacks)
+            if callback in listed:
+                return listed[: listed.index(callback)]
+            return None
+        if caller is not callback:
+            return None
+        frame = frame.f_back
+    return None

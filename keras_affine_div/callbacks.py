@@ -24,6 +24,7 @@ import warnings
 import keras
 import numpy as np
 
+from keras_affine_div import _keras_internals
 from keras_affine_div import _validation
 from keras_affine_div import diagnostics
 
@@ -82,7 +83,12 @@ class AlignmentMonitor(keras.callbacks.Callback):
     The `logs` dict is changed in place, so only the callbacks placed
     *after* the monitor in `fit(callbacks=[...])` see the new keys: put
     `keras.callbacks.CSVLogger`, `keras.callbacks.TensorBoard` and any
-    callback that reads them after it. The `History` that `fit` adds (and
+    callback that reads them after it (the monitor warns, when training
+    starts, of a `TensorBoard` or `CSVLogger` listed before it, and of a
+    callback before it monitoring an `alignment/...` key). When training
+    starts it also runs the model on one probe sample, and raises a
+    one-line `ValueError` if the model cannot take the probe batch, before
+    any epoch is trained. The `History` that `fit` adds (and
     returns) comes after every callback passed, so `history.history` holds
     one list per key, with one entry per measured epoch: with
     `every_n_epochs > 1` those lists are shorter than the loss's, as the
@@ -193,8 +199,46 @@ class AlignmentMonitor(keras.callbacks.Callback):
         self._layers = None
 
     def on_train_begin(self, logs=None):
+        self._warn_of_readers_before()
         self._loss = self._resolve_loss()
         self._layers = self._resolve_layers()
+        self._check_probe()
+
+    def _warn_of_readers_before(self):
+        """Warns of callbacks listed before the monitor that read its keys."""
+        before = _keras_internals.callbacks_before(self)
+        readers = [
+            type(c).__name__
+            for c in before or ()
+            if isinstance(c, _LOG_WRITERS)
+            or str(getattr(c, "monitor", "")).startswith("alignment/")
+        ]
+        if readers:
+            warnings.warn(
+                f"AlignmentMonitor is listed after {', '.join(readers)} in "
+                "`fit(callbacks=[...])`: those read an epoch's logs before "
+                "the monitor adds its `alignment/...` keys, so they will "
+                "never see them. List the AlignmentMonitor first.",
+                stacklevel=3,
+            )
+
+    def _check_probe(self):
+        """Raises, in one line, unless the model takes the probe batch."""
+        first = keras.tree.map_structure(lambda a: a[:1], self.x)
+        try:
+            self.model(first, training=False)
+        except Exception as e:  # noqa: BLE001 (any error of the model's call)
+            shapes = keras.tree.map_structure(
+                lambda a: tuple(np.shape(a)), self.x
+            )
+            expected = getattr(self.model, "input_shape", None)
+            reason = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            raise ValueError(
+                "AlignmentMonitor: the model cannot take the probe batch `x` "
+                f"of shape {shapes} (the model's input shape: {expected}); "
+                f"nothing was trained. Its call said: {type(e).__name__}: "
+                f"{reason}"
+            ) from None
 
     def on_epoch_end(self, epoch, logs=None):
         if logs is None or (epoch + 1) % self.every_n_epochs:
@@ -258,6 +302,10 @@ class AlignmentMonitor(keras.callbacks.Callback):
         return [
             diagnostics._find_layer(self.model, layer) for layer in self.layers
         ]
+
+
+# Callbacks that read every key of an epoch's logs.
+_LOG_WRITERS = (keras.callbacks.TensorBoard, keras.callbacks.CSVLogger)
 
 
 def _to_logs(rows):

@@ -477,3 +477,48 @@ def test_rejects_a_model_without_a_single_compiled_loss():
         r"Received: loss=None, model\.loss=None$",
     ):
         monitor.on_train_begin()
+
+
+def test_a_probe_the_model_cannot_take_fails_before_training():
+    x, y = _data(num_samples=10, seed=1)
+    model = _model()
+    before = model.get_weights()
+    monitor = callbacks.AlignmentMonitor(x[:, :4], y)
+    with pytest.raises(ValueError, match="AlignmentMonitor: the model") as e:
+        _fit(model, [monitor], epochs=2)
+    message = str(e.value)
+    assert "\n" not in message
+    assert "(10, 4)" in message and "nothing was trained" in message
+    for weight, old in zip(model.get_weights(), before):
+        np.testing.assert_array_equal(weight, old)
+
+
+@pytest.mark.parametrize("reader", ["tensorboard", "csv_logger"])
+def test_a_log_reader_listed_before_the_monitor_is_warned_of(reader, tmp_path):
+    x, y = _probe()
+    make = {
+        "tensorboard": lambda: keras.callbacks.TensorBoard(str(tmp_path)),
+        "csv_logger": lambda: keras.callbacks.CSVLogger(tmp_path / "l.csv"),
+    }[reader]
+    with pytest.warns(UserWarning, match="AlignmentMonitor is listed after"):
+        _fit(_model(), [make(), callbacks.AlignmentMonitor(x, y)], epochs=1)
+
+
+def test_tensorboard_after_the_monitor_gets_its_scalars(tmp_path, recwarn):
+    x, y = _probe()
+    _fit(
+        _model(),
+        [
+            callbacks.AlignmentMonitor(x, y),
+            keras.callbacks.TensorBoard(str(tmp_path)),
+        ],
+        epochs=1,
+    )
+    assert not [
+        w for w in recwarn if "AlignmentMonitor is listed" in str(w.message)
+    ]
+    events = b"".join(
+        p.read_bytes() for p in tmp_path.rglob("events.out.tfevents.*")
+    )
+    for key in _keys():
+        assert key.encode() in events, key
