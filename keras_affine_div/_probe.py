@@ -20,6 +20,7 @@ import numpy as np
 from keras import ops
 
 from keras_affine_div import _backend
+from keras_affine_div import _keras_internals
 from keras_affine_div import ops as affine_div_ops
 from keras_affine_div.layers import AffineLikeConv1D
 from keras_affine_div.layers import AffineLikeConv2D
@@ -223,15 +224,23 @@ class LayerProbe:
 
 
 def find_layer(model, layer):
-    """The layer object of `model` that `layer` (an object or name) means."""
-    candidates = list(walk_layers(model))
+    """The layer object of `model` that `layer` (an object or name) means.
+
+    A name is a layer's name or, for a layer held inside another layer
+    (the projections of a `MultiHeadAttention`), its path
+    (`"mha/query"`, see `named_layers`).
+    """
+    named = named_layers(model)
     if isinstance(layer, str):
-        for candidate in candidates:
+        for name, candidate in named:
+            if name == layer:
+                return candidate
+        for _, candidate in named:
             if candidate.name == layer:
                 return candidate
         raise ValueError(
             f"Expected the name of a layer of model `{model.name}`, one of "
-            f"{[candidate.name for candidate in candidates]}. "
+            f"{[name for name, _ in named]}. "
             f"Received: layer={layer!r}"
         )
     if not isinstance(layer, keras.layers.Layer):
@@ -240,7 +249,7 @@ def find_layer(model, layer):
             "`keras.layers.Layer` or a layer name (str). "
             f"Received: layer={layer!r}"
         )
-    if not any(candidate is layer for candidate in candidates):
+    if not any(candidate is layer for _, candidate in named):
         raise ValueError(
             f"Expected a layer of model `{model.name}`. Received: "
             f"layer={layer.name!r} of class {type(layer).__name__}, which "
@@ -249,18 +258,35 @@ def find_layer(model, layer):
     return layer
 
 
-def walk_layers(model):
-    """The layers of `model`, nested models' layers included, each once."""
-    seen = set()
-    stack = list(reversed(model.layers))
-    while stack:
-        layer = stack.pop()
+def named_layers(model):
+    """`(name, layer)` of every layer of `model`, each once, in order.
+
+    The model's layers and those of nested models by their names; a layer
+    held inside another layer (not a model) by its path below the
+    model's layer that holds it: `"mha/query"`, `"encoder/mha/query"`.
+    """
+    seen, found = set(), []
+
+    def visit(layer, name):
         if id(layer) in seen:
-            continue
+            return
         seen.add(id(layer))
-        yield layer
+        found.append((name, layer))
         if isinstance(layer, keras.Model):
-            stack.extend(reversed(layer.layers))
+            for sub in layer.layers:
+                visit(sub, sub.name)
+        else:
+            for sub in _keras_internals.sublayers(layer):
+                visit(sub, f"{name}/{sub.name}")
+
+    for layer in model.layers:
+        visit(layer, layer.name)
+    return found
+
+
+def walk_layers(model):
+    """The layers of `model` (see `named_layers`), each once."""
+    return [layer for _, layer in named_layers(model)]
 
 
 def get_loss(loss):

@@ -361,11 +361,10 @@ def alignment_report(model, x, y, loss, learning_rate=1e-3):
     Conv-like (`Conv1D`, `Conv2D`, `Conv3D` and the `AffineLikeConv*D`
     and `PatchNormConv*D` layers of this package) and EinsumDense-like
     (`EinsumDense`, `AffineLikeEinsumDense`, `NormLikeEinsumDense`) layer
-    of `model`, nested models included, in the order of `model.layers`;
-    frozen layers are skipped, and so are layers that another layer holds
-    rather than a model (the projections inside Keras'
-    `MultiHeadAttention`: build attention from `EinsumDense` layers of the
-    model to measure them). A quick health check of a whole network: an
+    of `model`, nested models included, in the order of `model.layers`,
+    and the layers another layer holds (the projections inside a
+    `MultiHeadAttention` or a KerasHub transformer layer), named by their
+    path (`"mha/query"`); frozen layers are skipped. A quick health check of a whole network: an
     aligned layer has `median_scale` near its nominal multiplier (1 for
     the affine-like layers, `|x|^2 + 1` for a plain `Dense`), a
     `spread_scale` small next to it and `mean_cosine` near 1 (see
@@ -421,8 +420,8 @@ def alignment_report(model, x, y, loss, learning_rate=1e-3):
             f"`keras.Model`. Received: model={model!r}"
         )
     targets = [
-        layer
-        for layer in _probe.walk_layers(model)
+        (name, layer)
+        for name, layer in _probe.named_layers(model)
         if isinstance(layer, DENSE_LIKE + CONV_LIKE + EINSUM_LIKE)
         and layer.trainable_weights
     ]
@@ -433,12 +432,14 @@ def alignment_report(model, x, y, loss, learning_rate=1e-3):
             "layers "
             f"{[layer.name for layer in _probe.walk_layers(model)]}"
         )
-    return [
-        activation_update_alignment(
+    rows = []
+    for name, layer in targets:
+        row = activation_update_alignment(
             model, layer, x, y, loss, learning_rate=learning_rate
         ).summary()
-        for layer in targets
-    ]
+        row["layer"] = name
+        rows.append(row)
+    return rows
 
 
 def _ratio(numerator, denominator):

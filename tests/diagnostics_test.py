@@ -888,8 +888,8 @@ def test_alignment_report_over_a_mixed_model():
 
 
 def test_alignment_report_measures_the_einsum_layers_of_a_model():
-    # The EinsumDense-like layers the model holds are measured; those inside
-    # a MultiHeadAttention (a layer, not a model) are not reached.
+    # The EinsumDense-like layers the model holds are measured, and those
+    # inside a MultiHeadAttention (a layer, not a model), by their path.
     inputs = keras.Input((3, 4))
     h = keras.layers.EinsumDense(
         "abc,cd->abd", (3, 4), bias_axes="d", activation="tanh", name="embed"
@@ -909,6 +909,10 @@ def test_alignment_report_measures_the_einsum_layers_of_a_model():
     _assert_bitwise_equal(before, model)
     assert [(r["layer"], r["class"]) for r in rows] == [
         ("embed", "EinsumDense"),
+        ("attention/query", "EinsumDense"),
+        ("attention/key", "EinsumDense"),
+        ("attention/value", "EinsumDense"),
+        ("attention/attention_output", "EinsumDense"),
         ("ours", "AffineLikeEinsumDense"),
         ("ours_norm", "NormLikeEinsumDense"),
         ("head", "Dense"),

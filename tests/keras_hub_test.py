@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import keras_affine_div
+from keras_affine_div import diagnostics
 from keras_affine_div import layers
 from tests import testing
 
@@ -150,3 +151,22 @@ def test_layers_of_plain_attention_only():
         backbone.transformer_layers[0]._self_attention_layer,
         layers.AffineLikeMultiHeadAttention,
     )
+
+
+@pytest.mark.slow
+def test_alignment_report_reaches_the_attention_projections():
+    backbone, _ = _bert()
+    inputs = {
+        name: keras.Input((8,), dtype="int32", name=name)
+        for name in _bert_inputs()
+    }
+    model = keras.Model(inputs, backbone(inputs)["pooled_output"])
+    x = _bert_inputs(2)
+    y = np.zeros((2, 16), "float32")
+    rows = diagnostics.alignment_report(model, x, y, "mse", learning_rate=0.01)
+    names = [row["layer"] for row in rows]
+    projections = [n for n in names if n.endswith(("/query", "/value"))]
+    # Two transformer layers, a query and a value projection in each.
+    assert len(projections) == 4, names
+    assert all(row["class"].startswith("AffineLike") for row in rows)
+    assert len(rows) == 13  # 8 projections, 4 feed-forward, the pooler

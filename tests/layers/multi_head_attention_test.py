@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from conftest import BACKENDS
+from keras_affine_div import diagnostics
 from keras_affine_div import layers
 from tests import testing
 from tests.layers import reference
@@ -213,3 +214,37 @@ def test_saved_model_reloads_in_a_fresh_process_on_another_backend(
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"loaded on {target}" in result.stdout
+
+
+# A softmax over one key is 1, as Keras warns; here that is the point.
+@pytest.mark.filterwarnings("ignore:You are using a softmax over axis")
+@pytest.mark.parametrize("projection", ["value", "attention_output"])
+@pytest.mark.parametrize("kind", ["affine_like", "keras"])
+def test_one_token_step_of_a_projection_inside_the_layer(kind, projection):
+    # One sample, one token: the attention weight is 1, so the value and
+    # output projections act on the token alone, and one SGD step moves
+    # each by exactly the ideal step (multiplier 1) for ours, by
+    # |x_c|^2 + 1 for Keras' own; measured inside the layer, by path.
+    cls = {
+        "affine_like": layers.AffineLikeMultiHeadAttention,
+        "keras": keras.layers.MultiHeadAttention,
+    }[kind]
+    inputs = keras.Input((1, DIM))
+    mha = cls(HEADS, KEY_DIM, name="mha")
+    model = keras.Model(inputs, mha(inputs, inputs))
+    _randomise(mha, seed=5)
+    rng = np.random.default_rng(6)
+    x = (rng.standard_normal((1, 1, DIM)) * 2).astype("float32")
+    y = rng.standard_normal((1, 1, DIM)).astype("float32")
+    result = diagnostics.activation_update_alignment(
+        model, f"mha/{projection}", x, y, "mse", learning_rate=0.05
+    )
+    expected = 1.0
+    if kind == "keras":
+        layer_input = x
+        if projection == "attention_output":
+            v = testing.to_numpy(mha.value_dense(x))
+            layer_input = v  # one key: the context is the value
+        expected = float(np.sum(layer_input.astype(np.float64) ** 2)) + 1.0
+    np.testing.assert_allclose(result.scale, [expected], rtol=1e-3)
+    np.testing.assert_allclose(result.cosine, [1.0], rtol=1e-4)
