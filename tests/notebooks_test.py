@@ -33,6 +33,7 @@ BACKENDS = {
     "03_tuner_sweep": ("tensorflow",),
     "04_patchnorm": ("tensorflow",),
     "05_attention": ("torch",),
+    "06_keras_hub": ("jax",),
 }
 KERNEL_NAME = "keras-affine-div-test"
 
@@ -81,6 +82,7 @@ def test_there_are_notebooks():
         "03_tuner_sweep.ipynb",
         "04_patchnorm.ipynb",
         "05_attention.ipynb",
+        "06_keras_hub.ipynb",
     ]
 
 
