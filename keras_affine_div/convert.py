@@ -317,8 +317,10 @@ def _plan(kind, leaves, chosen, kept_outputs):
                     f"{type(layer).__name__}: an affine map left as Keras'"
                 )
             for path, nested in nested_affine_maps(layer):
+                nested_class = type(nested).__name__
+                article = "an" if nested_class[0] in "AEIOU" else "a"
                 skipped[f"{name}/{path}"] = (
-                    f"a {type(nested).__name__} inside "
+                    f"{article} {nested_class} inside "
                     f"{type(layer).__name__} '{layer.name}', which `convert` "
                     "cannot rebuild: build the model inside "
                     "`keras_affine_div.layers_of(...)` to reach it"
