@@ -27,7 +27,7 @@ OPTIONAL = ("keras_tuner", "tensorflow_datasets", "matplotlib", "pytest")
 
 def _input_shape(cls):
     name = cls.__name__
-    if name.endswith("EinsumDense"):
+    if name.endswith(("EinsumDense", "MultiHeadAttention")):
         return (5, 8)
     if name.endswith("Dense"):
         return (8,)
@@ -44,20 +44,29 @@ def check_layers():
     rng = np.random.default_rng(0)
     for cls in classes:
         shape = _input_shape(cls)
-        if cls.__name__.endswith("EinsumDense"):
-            layer = cls("abc,cd->abd", output_shape=(None, 4), bias_axes="d")
-        elif shape == (8,):
-            layer = cls(4)
+        if cls.__name__.endswith("MultiHeadAttention"):
+            # Self-attention takes the input twice: a functional model.
+            inputs = keras.Input(shape)
+            h = cls(num_heads=2, key_dim=4)(inputs, inputs)
+            outputs = keras.layers.Dense(2)(keras.layers.Flatten()(h))
+            model = keras.Model(inputs, outputs)
         else:
-            layer = cls(4, 3, padding="same")
-        model = keras.Sequential(
-            [
-                keras.Input(shape),
-                layer,
-                keras.layers.Flatten(),
-                keras.layers.Dense(2),
-            ]
-        )
+            if cls.__name__.endswith("EinsumDense"):
+                layer = cls(
+                    "abc,cd->abd", output_shape=(None, 4), bias_axes="d"
+                )
+            elif shape == (8,):
+                layer = cls(4)
+            else:
+                layer = cls(4, 3, padding="same")
+            model = keras.Sequential(
+                [
+                    keras.Input(shape),
+                    layer,
+                    keras.layers.Flatten(),
+                    keras.layers.Dense(2),
+                ]
+            )
         model.compile("sgd", "mse")
         x = rng.standard_normal((4, *shape)).astype("float32")
         y = rng.standard_normal((4, 2)).astype("float32")
