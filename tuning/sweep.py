@@ -28,7 +28,9 @@ as a worker: see `tuning/README.md`.
 import argparse
 import dataclasses
 import shlex
+import signal
 import sys
+import threading
 
 from tuning import cli
 from tuning import distributed
@@ -91,16 +93,44 @@ def main(argv=None):
         ),
         **{k: v for k, v in values.items() if k not in option_names},
     )
+    previous = _stop_on_sigterm()
     try:
         execute(arguments)
     except (runner.SweepError, study_module.StudyError) as e:
         return cli.fail(e)
+    except _Terminated:
+        print(
+            "terminated (SIGTERM); run the same command again to resume",
+            file=sys.stderr,
+        )
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print(
             "interrupted; run the same command again to resume", file=sys.stderr
         )
         return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     return 0
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the runner is, so that it stops as on
+    Ctrl-C (each results file is written whole or not at all) and says how
+    to resume."""
+
+
+def _stop_on_sigterm():
+    """Makes SIGTERM raise `_Terminated`; returns the handler it replaced
+    (`None` off the main thread, where no handler can be set)."""
+
+    def handler(signum, frame):
+        raise _Terminated()
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, handler)
 
 
 def execute(arguments):

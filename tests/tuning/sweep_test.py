@@ -920,3 +920,35 @@ def test_overwrite_keeps_the_lock_and_the_written_discussion(tmp_path):
     (tmp_path / "repeats" / "search-seed-1").mkdir(parents=True)
     runner._empty_but_lock(tmp_path)
     assert sorted(os.listdir(tmp_path)) == sorted(["README.md", lock.LOCK_NAME])
+
+
+def test_sigterm_stops_saying_how_to_resume(tmp_path):
+    data_dir = common.write_image_folder(tmp_path / "cifar10")
+    study = common.write_study(
+        tmp_path / "tiny.toml", max_trials=3, epochs=2, tuner="bracket"
+    )
+    args = common.sweep_args(study, data_dir, tmp_path)
+    proc = subprocess.Popen(
+        common.sweep_command(*args),
+        cwd=common.REPO_ROOT,
+        env={**common.sweep_env(tmp_path), "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        for line in proc.stdout:
+            if "dense: trial 1 of 3 done" in line:
+                proc.send_signal(signal.SIGTERM)
+                break
+        _, stderr = proc.communicate(timeout=300)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, stderr
+    assert stderr.strip().splitlines()[-1] == (
+        "terminated (SIGTERM); run the same command again to resume"
+    )
+    assert "Traceback" not in stderr
+    again = common.run_sweep(tmp_path, *args)
+    assert again.returncode == 0, again.stderr
+    assert "resuming" in again.stdout
