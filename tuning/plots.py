@@ -419,11 +419,17 @@ def _accuracy_or_zero(row):
 
 
 def _save(fig, path):
+    """Writes `fig` to `path` whole or not at all: a failed write (a full
+    disk) leaves the old plot and no partial file."""
     tmp = path + ".tmp.png"
-    fig.tight_layout()
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    os.replace(tmp, path)
+    try:
+        fig.tight_layout()
+        fig.savefig(tmp, dpi=110)
+        os.replace(tmp, path)
+    finally:
+        plt.close(fig)
+        if os.path.exists(tmp):
+            os.remove(tmp)
     return path
 
 

@@ -1,6 +1,8 @@
 """`tuning.plots`: a study's plots drawn again from its results folder, with
 the arms of the study it extends."""
 
+import errno
+
 import matplotlib
 import pytest
 
@@ -249,3 +251,21 @@ def test_the_runner_draws_a_committed_extension_with_the_others_arms():
     assert keys(joined["curves"]) == keys(
         r for r in joined["runs"] if not r.get("replaces_seed")
     ) | keys(fresh, "replaces_seed")
+
+
+def test_a_failed_write_leaves_the_old_plot_and_no_partial_file(tmp_path):
+    path = str(tmp_path / "accuracy.png")
+    with open(path, "wb") as f:
+        f.write(b"old plot")
+    fig, _ = plt.subplots()
+
+    def full_disk(name, **kwargs):
+        with open(name, "wb") as f:
+            f.write(b"\x89PNG half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    fig.savefig = full_disk
+    with pytest.raises(OSError, match="No space left"):
+        plots._save(fig, path)
+    assert open(path, "rb").read() == b"old plot"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["accuracy.png"]
