@@ -141,10 +141,42 @@ def decode(root, image_shape, title, arg_name, data_dir):
         try:
             arrays += _tfds.to_numpy(ds)
         except tf.errors.InvalidArgumentError as e:
+            culprit = _first_bad_image(tf, root, split, image_shape)
+            found = f" {culprit};" if culprit else ""
             raise ValueError(
                 f"Expected {title} images of shape {tuple(image_shape)} "
-                f"({height}x{width} {colour}) in `{split}/`; decoding "
+                f"({height}x{width} {colour}) in `{split}/`;{found} decoding "
                 f"failed with: {e.message.splitlines()[0]} "
                 f"Received: {arg_name}={data_dir!r}"
             ) from None
     return tuple(arrays)
+
+
+def _first_bad_image(tf, root, split, image_shape):
+    """`"`split/class/file` is ..."` for the first image of `split` (in
+    sorted order) that does not decode to `image_shape`, or `None`.
+
+    Only called once decoding has failed: it decodes the split's images one
+    by one to name the file.
+    """
+    split_dir = os.path.join(root, split)
+    for class_name in sorted(os.listdir(split_dir)):
+        class_dir = os.path.join(split_dir, class_name)
+        if not os.path.isdir(class_dir):
+            continue
+        for name in sorted(os.listdir(class_dir)):
+            if not name.lower().endswith(_IMAGE_EXTENSIONS):
+                continue
+            where = f"`{split}/{class_name}/{name}`"
+            try:
+                image = tf.io.decode_image(
+                    tf.io.read_file(os.path.join(class_dir, name)),
+                    expand_animations=False,
+                )
+            except tf.errors.OpError as e:
+                reason = str(e.message).splitlines()[0]
+                return f"{where} is not a readable image ({reason})"
+            shape = tuple(int(d) for d in image.shape)
+            if shape != tuple(image_shape):
+                return f"{where} is of shape {shape}"
+    return None

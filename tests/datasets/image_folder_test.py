@@ -142,3 +142,26 @@ def test_wrong_image_size_names_the_environment_variable(tmp_path, monkeypatch):
     ):
         datasets.load("cifar10", cache_dir=tmp_path / "c")
     assert not (tmp_path / "c").exists()
+
+
+def test_a_corrupt_image_is_named(tmp_path):
+    root = common.write_image_folder(tmp_path / "data", 2, 1)
+    class_dir = os.path.join(
+        root, "train", sorted(os.listdir(os.path.join(root, "train")))[1]
+    )
+    victim = sorted(os.listdir(class_dir))[0]
+    with open(os.path.join(class_dir, victim), "wb") as f:
+        f.write(np.random.default_rng(0).bytes(300))
+    with pytest.raises(ValueError) as info:
+        datasets.load("cifar10", data_dir=root, cache_dir=tmp_path / "c")
+    message = str(info.value)
+    where = f"`train/{os.path.basename(class_dir)}/{victim}`"
+    assert f"{where} is not a readable image" in message, message
+    assert "\n" not in message
+    assert not (tmp_path / "c").exists()
+
+
+def test_a_wrong_sized_image_is_named(tmp_path):
+    root = common.write_image_folder(tmp_path / "data", 1, 1, size=16)
+    with pytest.raises(ValueError, match=r"`train/.*` is of shape \(16, 16"):
+        datasets.load("cifar10", data_dir=root, cache_dir=tmp_path / "c")
