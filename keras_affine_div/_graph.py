@@ -10,6 +10,8 @@ import collections
 
 import keras
 
+from keras_affine_div import _keras_internals
+
 
 def is_graph_model(obj):
     """Whether `obj` is a Sequential or functional model.
@@ -180,3 +182,42 @@ def graph_nodes(model):
             nodes[id(node)] = node
             stack.extend(node.input_tensors)
     return list(nodes.values())
+
+
+def nested_layers(layer, classes, prefix=""):
+    """`(path, layer)` of each layer of `classes` nested inside `layer`.
+
+    Paths are the nested layers' names joined by `/`, below `layer`.
+    """
+    for sub in _keras_internals.sublayers(layer):
+        path = f"{prefix}{sub.name}"
+        if isinstance(sub, classes):
+            yield path, sub
+        yield from nested_layers(sub, classes, f"{path}/")
+
+
+def refuse_a_container(name, leaves, classes):
+    """Raises, saying why, if `name` is a layer holding affine maps or
+    one nested in such a layer (`classes`: the affine maps)."""
+    for leaf_name, leaf in leaves:
+        nested = list(nested_layers(leaf, classes))
+        if not nested:
+            continue
+        paths = {f"{leaf_name}/{path}" for path, _ in nested}
+        if name in (leaf_name, leaf.name):
+            raise ValueError(
+                "Received an invalid value for argument `layers`. "
+                f"{name!r} is a {type(leaf).__name__}, a layer holding "
+                f"{len(nested)} affine map(s) (for example "
+                f"{sorted(paths)[0]!r}) that `convert` cannot rebuild: build "
+                "the model inside `keras_affine_div.layers_of(...)` to reach "
+                f"them. Received: layers={name!r}"
+            )
+        if name in paths:
+            raise ValueError(
+                "Received an invalid value for argument `layers`. "
+                f"{name!r} is nested inside {type(leaf).__name__} "
+                f"{leaf.name!r}, which `convert` cannot rebuild: build the "
+                "model inside `keras_affine_div.layers_of(...)` to reach it. "
+                f"Received: layers={name!r}"
+            )

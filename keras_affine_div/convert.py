@@ -14,7 +14,6 @@ import warnings
 import keras
 
 from keras_affine_div import _graph
-from keras_affine_div import _keras_internals
 from keras_affine_div import _validation
 from keras_affine_div import layers as affine_div_layers
 
@@ -316,7 +315,7 @@ def _plan(kind, leaves, chosen, kept_outputs):
                     f"keras_affine_div has no counterpart of "
                     f"{type(layer).__name__}: an affine map left as Keras'"
                 )
-            for path, nested in nested_affine_maps(layer):
+            for path, nested in _graph.nested_layers(layer, _AFFINE_MAPS):
                 nested_class = type(nested).__name__
                 article = "an" if nested_class[0] in "AEIOU" else "a"
                 skipped[f"{name}/{path}"] = (
@@ -342,19 +341,6 @@ def _plan(kind, leaves, chosen, kept_outputs):
         replacements[id(layer)] = targets[source]
         converted[name] = targets[source].__name__
     return replacements, converted, skipped
-
-
-def nested_affine_maps(layer, prefix=""):
-    """`(path, layer)` of each Keras affine map nested inside `layer`.
-
-    Paths are the nested layers' names joined by `/`, below `layer`; a
-    layer of the package (already divided) is not listed.
-    """
-    for sub in _keras_internals.sublayers(layer):
-        path = f"{prefix}{sub.name}"
-        if isinstance(sub, _AFFINE_MAPS):
-            yield path, sub
-        yield from nested_affine_maps(sub, f"{path}/")
 
 
 def _sorted_by(named_ids, leaves):
@@ -428,7 +414,7 @@ def _selector(layers, leaves):
         known = {n for n, _ in candidates} | {l.name for _, l in candidates}
         unknown = [n for n in names if n not in known]
         for n in unknown:
-            _refuse_a_container(n, leaves)
+            _graph.refuse_a_container(n, leaves, _AFFINE_MAPS)
         if unknown:
             raise ValueError(
                 "Received an invalid value for argument `layers`. Expected "
@@ -446,33 +432,6 @@ def _selector(layers, leaves):
         "names, or a callable `fn(layer) -> bool`. Received: "
         f"layers={layers!r} of type {type(layers).__name__}"
     )
-
-
-def _refuse_a_container(name, leaves):
-    """Raises, saying why, if `name` is a layer holding affine maps or
-    one nested in such a layer."""
-    for leaf_name, leaf in leaves:
-        nested = list(nested_affine_maps(leaf))
-        if not nested:
-            continue
-        paths = {f"{leaf_name}/{path}" for path, _ in nested}
-        if name in (leaf_name, leaf.name):
-            raise ValueError(
-                "Received an invalid value for argument `layers`. "
-                f"{name!r} is a {type(leaf).__name__}, a layer holding "
-                f"{len(nested)} affine map(s) (for example "
-                f"{sorted(paths)[0]!r}) that `convert` cannot rebuild: build "
-                "the model inside `keras_affine_div.layers_of(...)` to reach "
-                f"them. Received: layers={name!r}"
-            )
-        if name in paths:
-            raise ValueError(
-                "Received an invalid value for argument `layers`. "
-                f"{name!r} is nested inside {type(leaf).__name__} "
-                f"{leaf.name!r}, which `convert` cannot rebuild: build the "
-                "model inside `keras_affine_div.layers_of(...)` to reach it. "
-                f"Received: layers={name!r}"
-            )
 
 
 def _reason_to_keep(layer, chosen, excluded_output):

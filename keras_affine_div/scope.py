@@ -21,29 +21,21 @@ from keras_affine_div import _keras_internals
 from keras_affine_div import _stand_in
 from keras_affine_div import _validation
 from keras_affine_div import layers as affine_div_layers
+from keras_affine_div.convert import _TARGETS as _CONVERT_TARGETS
+from keras_affine_div.convert import KINDS
 
-# The kinds of layer `layers_of` builds, as `convert`'s.
-KINDS = ("affine_like", "norm_like")
-
-# The Keras classes stood in for, and what each kind builds instead (names
-# in `keras_affine_div.layers`).
+# The kinds of layer `layers_of` builds, and what each builds in place of
+# each Keras class (names in `keras_affine_div.layers`): `convert`'s, and
+# the attention layers.
 _TARGETS = {
-    "affine_like": {
-        "Dense": "AffineLikeDense",
-        "EinsumDense": "AffineLikeEinsumDense",
-        "Conv1D": "AffineLikeConv1D",
-        "Conv2D": "AffineLikeConv2D",
-        "Conv3D": "AffineLikeConv3D",
-        "MultiHeadAttention": "AffineLikeMultiHeadAttention",
-    },
-    "norm_like": {
-        "Dense": "NormLikeDense",
-        "EinsumDense": "NormLikeEinsumDense",
-        "Conv1D": "PatchNormConv1D",
-        "Conv2D": "PatchNormConv2D",
-        "Conv3D": "PatchNormConv3D",
-        "MultiHeadAttention": "NormLikeMultiHeadAttention",
-    },
+    kind: {
+        **_CONVERT_TARGETS[kind],
+        "MultiHeadAttention": prefix + "MultiHeadAttention",
+    }
+    for kind, prefix in (
+        ("affine_like", "AffineLike"),
+        ("norm_like", "NormLike"),
+    )
 }
 # Keras' own classes, bound when the package is imported (inside a block
 # `keras.layers` holds stand-ins).
